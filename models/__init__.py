@@ -1,0 +1,1 @@
+"""Keras models for the biLM, GPT and BERT, and their training (later issues)."""

@@ -1,0 +1,139 @@
+"""Beam job: learn a WordPiece vocabulary from a raw text corpus.
+
+    python -m pipeline.vocab --input 'corpus/*.txt' --output vocab.txt --vocab_size 30522 \\
+        [--lower_case | --cased] [--reserved_tokens [PAD] [UNK] ...] [--num_unused N] [Beam options]
+
+Lines are normalized and split into BERT words by the project's `BasicTokenizer` (in batches), word
+counts are summed with a Beam combiner across workers, and one worker learns the vocabulary from the count
+table (`wordpiece_learner`). The vocabulary file appears only once complete (written aside, then renamed),
+with `<output>.json` beside it (config, counts, sha256). Runs offline on all local cores by default and
+unchanged with `--runner DataflowRunner` (add `--project`, `--region`, `--temp_location`, and a container
+with tensorflow-text, see README).
+"""
+
+import argparse
+import collections
+import json
+import logging
+import os
+import sys
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from pipeline import corpus_io
+from pipeline.beam_options import pipeline_options
+from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
+from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
+
+_BATCH_LINES = 4096
+
+
+class CountWordsInBatch(beam.DoFn):
+    """A batch of lines -> `(word, count)` pairs for that batch (pre-aggregated before the shuffle)."""
+
+    def __init__(self, lower_case: bool):
+        self.lower_case = lower_case
+        self.words = Metrics.counter("vocab", "words")
+
+    def setup(self):
+        import tensorflow as tf
+
+        from preprocessing.basic_tokenizer import BasicTokenizer
+
+        basic = BasicTokenizer(self.lower_case)
+        self._split = tf.function(lambda lines: basic.split_words(basic.normalize(lines)).flat_values)
+        self._tf = tf
+
+    def process(self, lines: list[str]):
+        words = self._split(self._tf.constant(lines, self._tf.string)).numpy()
+        self.words.inc(len(words))
+        for word, count in collections.Counter(words).items():
+            yield word.decode("utf-8"), count
+
+
+class CountWords(beam.PTransform):
+    """Lines of text -> `(word, total count)`, BERT words as the project's tokenizer splits them."""
+
+    def __init__(self, lower_case: bool):
+        super().__init__()
+        self.lower_case = lower_case
+
+    def expand(self, lines):
+        return (lines
+                | "Batch" >> beam.BatchElements(min_batch_size=256, max_batch_size=_BATCH_LINES)
+                | "CountInBatch" >> beam.ParDo(CountWordsInBatch(self.lower_case))
+                | "Sum" >> beam.CombinePerKey(sum))
+
+
+def _write_vocabulary(word_counts: list[tuple[str, int]], config: LearnerConfig, output: str,
+                      job_config: dict) -> None:
+    """Learns and writes the vocabulary and its metadata, atomically."""
+    import tensorflow as tf
+
+    tokens = learn_vocabulary(word_counts, config)
+    vocab = Vocabulary(tuple(tokens), source=output)
+    meta = {"config": job_config, "vocab_size": len(tokens), "distinct_words": len(word_counts),
+            "words": sum(c for _, c in word_counts), "sha256": vocab.sha256}
+    for path, text in ((output, vocab.to_text()), (output + ".json", json.dumps(meta, indent=2) + "\n")):
+        tmp = path + ".incomplete"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def build_pipeline(p: beam.Pipeline, args: argparse.Namespace) -> None:
+    config = LearnerConfig(vocab_size=args.vocab_size, reserved_tokens=tuple(args.reserved_tokens),
+                           num_unused=args.num_unused, min_frequency=args.min_frequency,
+                           limit_alphabet=args.limit_alphabet)
+    job_config = dict(vars(args))
+    (p
+     | "Read" >> corpus_io.ReadCorpusLines(args.input)
+     | "CountWords" >> CountWords(args.lower_case)
+     | "Gather" >> beam.combiners.ToList()
+     | "Learn" >> beam.Map(_write_vocabulary, config, args.output, job_config))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m pipeline.vocab", description=__doc__.split("\n")[0])
+    parser.add_argument("--input", required=True, help="file pattern of raw text (local or gs://, .gz ok)")
+    parser.add_argument("--output", required=True, help="vocab.txt to write")
+    parser.add_argument("--vocab_size", type=int, default=30522)
+    case = parser.add_mutually_exclusive_group()
+    case.add_argument("--lower_case", dest="lower_case", action="store_true", default=True,
+                      help="uncased vocabulary: lower-case and strip accents (default)")
+    case.add_argument("--cased", dest="lower_case", action="store_false", help="cased vocabulary")
+    parser.add_argument("--reserved_tokens", nargs="+", default=list(SPECIAL_TOKENS),
+                        help="tokens placed first (must include %s)" % " ".join(SPECIAL_TOKENS))
+    parser.add_argument("--num_unused", type=int, default=0, help="[unused*] slots after the reserved tokens")
+    parser.add_argument("--min_frequency", type=int, default=2)
+    parser.add_argument("--limit_alphabet", type=int, default=1000)
+    return parser.parse_known_args(argv)
+
+
+def run(argv=None) -> int:
+    args, beam_args = parse_args(argv)
+    missing = [t for t in SPECIAL_TOKENS if t not in args.reserved_tokens]
+    if missing:
+        print(f"error: --reserved_tokens lacks {' '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        files = corpus_io.check_pattern(args.input)
+    except corpus_io.CorpusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"vocab: {len(files)} input file(s) match {args.input!r}", file=sys.stderr)
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        build_pipeline(p, args)
+    result = p.result
+    for counter in result.metrics().query()["counters"]:
+        print(f"vocab: {counter.key.metric.namespace}/{counter.key.metric.name} = {counter.committed}",
+              file=sys.stderr)
+    print(f"vocab: wrote {args.output} ({args.output}.json beside it)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.getLogger().setLevel(logging.WARNING)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(run())
