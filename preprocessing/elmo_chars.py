@@ -10,8 +10,9 @@ bilm-tf (`UnicodeCharsVocabulary` + `Batcher`) encodes a token as its UTF-8 byte
 
 The sentence boundary tokens `<S>` and `</S>` are `[bow, 256, eow, pad...]` and `[bow, 257, eow, pad...]`.
 The `Batcher` then adds 1 to every id, so that 0 means "no token here" (padding positions of a batch are all
-zeros). Every function here returns the shifted ids. All shapes are static given static inputs, so the
-encoding also compiles under XLA.
+zeros). Every function here returns the shifted ids. Output shapes are static whenever the input's are, so
+the ids feed XLA-compiled models; the string ops themselves run in the input pipeline or the serving graph
+(TF has no XLA kernels for strings).
 """
 
 import tensorflow as tf

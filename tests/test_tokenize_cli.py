@@ -1,0 +1,41 @@
+"""`python -m preprocessing.tokenize` as a user runs it (one subprocess per case kept few: imports are slow)."""
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def run_cli(args, stdin: bytes):
+    return subprocess.run([sys.executable, "-m", "preprocessing.tokenize", *args], input=stdin,
+                          capture_output=True, cwd=ROOT, timeout=300)
+
+
+def test_ids_per_line_with_invalid_utf8_counted(tmp_path, tiny_vocab):
+    vocab = tmp_path / "vocab.txt"
+    tiny_vocab.write(str(vocab))
+    out = run_cli(["--vocab", str(vocab)], b"Unaffable, the!\n\ncaf\xff\xfee hello\n")
+    assert out.returncode == 0, out.stderr.decode()
+    # the replacement characters are dropped like BERT drops U+FFFD, so "caf??e" reads as "cafe" (11)
+    assert out.stdout.decode().splitlines() == ["5 6 7 8 10 9", "", "11 15"]
+    assert b"replaced 2 invalid UTF-8 sequence(s)" in out.stderr
+
+
+def test_pieces_from_file(tmp_path, tiny_vocab):
+    vocab = tmp_path / "vocab.txt"
+    tiny_vocab.write(str(vocab))
+    text = tmp_path / "in.txt"
+    text.write_text("unaffable world\r\n中\n")
+    out = run_cli(["--vocab", str(vocab), "--input", str(text), "--pieces"], b"")
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode("utf-8").splitlines() == ["un ##aff ##able world", "中"]
+
+
+def test_bad_vocab_and_missing_input_are_clear_errors(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("hello\nworld\n")
+    out = run_cli(["--vocab", str(bad)], b"x\n")
+    assert out.returncode == 2
+    assert b"lacks the special token(s) [PAD], [UNK], [CLS], [SEP], [MASK]" in out.stderr
+    out = run_cli(["--vocab", str(tmp_path / "missing.txt")], b"x\n")
+    assert out.returncode == 2 and b"vocabulary file not found" in out.stderr
