@@ -42,7 +42,9 @@ class CountWordsInBatch(beam.DoFn):
         from preprocessing.basic_tokenizer import BasicTokenizer
 
         basic = BasicTokenizer(self.lower_case)
-        self._split = tf.function(lambda lines: basic.split_words(basic.normalize(lines)).flat_values)
+        # One trace for every batch size (BatchElements varies it).
+        self._split = tf.function(lambda lines: basic.split_words(basic.normalize(lines)).flat_values,
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
         self._tf = tf
 
     def process(self, lines: list[str]):
