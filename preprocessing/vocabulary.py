@@ -70,6 +70,11 @@ class Vocabulary:
         return {t: self._index[t] for t in SPECIAL_TOKENS}
 
     @property
+    def looks_cased(self) -> bool:
+        """True when some entry other than the bracketed special tokens has an upper-case letter."""
+        return any(t != t.lower() for t in self.tokens if not (t.startswith("[") and t.endswith("]")))
+
+    @property
     def sha256(self) -> str:
         return hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
 

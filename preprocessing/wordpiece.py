@@ -37,6 +37,10 @@ class WordPieceTokenizer(tf.Module):
         self._ids = tf_text.FastWordpieceTokenizer(
             list(vocab.tokens), suffix_indicator=SUFFIX_INDICATOR, unknown_token=UNK,
             max_bytes_per_word=MAX_BYTES_PER_WORD, token_out_type=tf.int64, support_detokenization=True)
+        self._word_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(list(vocab.tokens)),
+                                                tf.range(len(vocab), dtype=tf.int64)),
+            default_value=self.special_ids[UNK])
         self._pieces = tf_text.FastWordpieceTokenizer(
             list(vocab.tokens), suffix_indicator=SUFFIX_INDICATOR, unknown_token=UNK,
             max_bytes_per_word=MAX_BYTES_PER_WORD, token_out_type=tf.string)
@@ -63,6 +67,12 @@ class WordPieceTokenizer(tf.Module):
         words = self.basic.split_words(normalized)  # [B, (W)]
         pieces = self._ids.tokenize(words.flat_values)  # [N, (P)]
         return words.with_flat_values(pieces)  # [B, (W), (P)]
+
+    def words_and_ids(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+        """`[B]` strings -> BERT words `[B, (W)]` and their whole-word ids `[B, (W)]` (`[UNK]` for a word
+        that is not a vocabulary entry): the word-level view the biLM's softmax uses."""
+        words = self.basic.split_words(self.normalize(texts))
+        return words, tf.ragged.map_flat_values(self._word_table.lookup, words)
 
     def detokenize(self, ids: tf.Tensor | tf.RaggedTensor, skip_special: bool = True) -> tf.Tensor:
         """`[B, (T)]` ids -> `[B]` strings, words joined by single spaces (BERT's convention: punctuation

@@ -1,0 +1,202 @@
+"""Beam DoFns that turn documents into serialized examples, batching all TF work.
+
+`TokenizeDocuments` tokenizes many documents per call; `MakeExamples` receives one hash bucket of
+documents (after a `GroupByKey`), builds the model's examples with the pure functions of `preprocessing/`
+(`sentence_pairs`, `masking`, `lm_windows`, `schema`), and emits `(sort key, serialized example)`. Every random
+choice is seeded from `(seed, document id, duplicate pass, ...)` through `stable_random`, so the bytes do not
+depend on the runner, the workers or the bundles. DoFns hold only picklable config; TF objects are built in
+`setup`.
+"""
+
+import dataclasses
+import random
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from pipeline.documents import NAMESPACE
+from preprocessing import stable_random
+
+_CHUNK = 4096  # examples per TF call
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig:
+    model: str
+    vocab_tokens: tuple[str, ...]
+    lower_case: bool
+    max_seq_length: int
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    dupe_factor: int = 10
+    short_seq_prob: float = 0.1
+    whole_word_mask: bool = False
+    masking: str = "static"
+    seed: int = 12345
+
+
+def _tokenizer(config: JobConfig):
+    from preprocessing.vocabulary import Vocabulary
+    from preprocessing.wordpiece import WordPieceTokenizer
+
+    return WordPieceTokenizer(Vocabulary(config.vocab_tokens), lower_case=config.lower_case)
+
+
+class TokenizeDocuments(beam.DoFn):
+    """A batch of `(doc id, sentences)` -> `(doc id, tokenized sentences)`; empty sentences dropped.
+
+    bert/gpt: a list of int32 id arrays. bilm: a list of `(words, whole-word ids)` pairs.
+    """
+
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.tokens = Metrics.counter(NAMESPACE, "tokens")
+
+    def setup(self):
+        import tensorflow as tf
+
+        tokenizer = _tokenizer(self.config)
+        spec = [tf.TensorSpec([None], tf.string)]
+        if self.config.model == "bilm":
+            self._encode = tf.function(lambda t: tokenizer.words_and_ids(t), input_signature=spec)
+        else:
+            self._encode = tf.function(lambda t: tokenizer.tokenize(t), input_signature=spec)
+        self._tf = tf
+
+    def process(self, batch):
+        lines = [line for _, sentences in batch for line in sentences]
+        if self.config.model == "bilm":
+            words, ids = self._encode(self._tf.constant(lines))
+            per_line = zip(_split(words), _split(ids))
+            sizes = ids.row_lengths().numpy()
+        else:
+            ids = self._encode(self._tf.constant(lines))
+            per_line = _split(ids)
+            sizes = ids.row_lengths().numpy()
+        self.tokens.inc(int(sizes.sum()))
+        per_line = list(per_line)
+        start = 0
+        for doc_id, sentences in batch:
+            rows = [r for r, size in zip(per_line[start:start + len(sentences)],
+                                         sizes[start:start + len(sentences)]) if size > 0]
+            start += len(sentences)
+            if rows:
+                yield doc_id, rows
+
+
+def _split(ragged):
+    values = ragged.flat_values.numpy()
+    if values.dtype != object:
+        values = values.astype(np.int32)
+    splits = ragged.row_splits.numpy()
+    return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+
+
+class MakeExamples(beam.DoFn):
+    """`(bucket, [(doc id, document), ...])` -> `(sort key, serialized tf.train.Example)`."""
+
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.instances = Metrics.counter(NAMESPACE, "instances")
+        self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
+        self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
+        self.dropped = Metrics.counter(NAMESPACE, "tail_tokens_dropped")
+
+    def setup(self):
+        import tensorflow as tf
+
+        from preprocessing import masking, schema
+        from preprocessing.readers import vocab_info
+        from preprocessing.vocabulary import Vocabulary
+
+        c = self.config
+        vocab = Vocabulary(c.vocab_tokens)
+        self._special = vocab.special_ids()
+        self._info = vocab_info(vocab, c.whole_word_mask)
+        self._masking = masking.MaskingConfig(c.masked_lm_prob, c.max_predictions_per_seq, c.whole_word_mask)
+        if c.model == "bert":
+            self._features = schema.bert_features(c.max_seq_length, c.max_predictions_per_seq,
+                                                  masked=c.masking == "static")
+        elif c.model == "gpt":
+            self._features = schema.gpt_features(c.max_seq_length)
+        else:
+            self._features = schema.bilm_features(c.max_seq_length)
+        spec = [tf.TensorSpec([None, c.max_seq_length], tf.int64)] * 2 + [tf.TensorSpec([None], tf.int64)]
+        self._mask = tf.function(lambda ids, m, s: masking.mask_tokens(ids, m, s, self._info, self._masking),
+                                 input_signature=spec)
+        self._schema = schema
+
+    def process(self, element):
+        _, members = element
+        members = sorted(members, key=lambda m: m[0])
+        make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
+        yield from make(members)
+
+    def _emit(self, batch: dict, keys: list[int]):
+        serialized = self._schema.serialize(batch, self._features).numpy()
+        self.instances.inc(len(keys))
+        return zip(keys, serialized.tolist())
+
+    def _bert(self, members):
+        from preprocessing.sentence_pairs import PairConfig, pack, sentence_pairs
+
+        c = self.config
+        pair_config = PairConfig(c.max_seq_length, c.short_seq_prob)
+        documents = [doc for _, doc in members]
+        pending, keys = [], []
+        for index, (doc_id, document) in enumerate(members):
+            others = documents[:index] + documents[index + 1:]
+            for dupe in range(c.dupe_factor):
+                rng = random.Random(stable_random.stable_hash(c.seed, doc_id, dupe))
+                for k, instance in enumerate(sentence_pairs(document, others, pair_config, rng)):
+                    pending.append(instance)
+                    keys.append(stable_random.stable_hash(c.seed, doc_id, dupe, k))
+                if len(pending) >= _CHUNK:
+                    yield from self._bert_chunk(pending, keys, pack)
+                    pending, keys = [], []
+        if pending:
+            yield from self._bert_chunk(pending, keys, pack)
+
+    def _bert_chunk(self, instances, keys, pack):
+        batch = pack(instances, self.config.max_seq_length, self._special["[CLS]"], self._special["[SEP]"])
+        self.random_next.inc(int(batch["next_sentence_labels"].sum()))
+        if self.config.masking == "static":
+            masked = self._mask(batch["input_ids"], batch["input_mask"], np.array(keys, np.int64))
+            batch.update({k: v.numpy() for k, v in masked.items()})
+            self.masked.inc(int(batch["masked_lm_weights"].sum()))
+        return self._emit(batch, keys)
+
+    def _gpt(self, members):
+        from preprocessing.lm_windows import gpt_stream, windows
+
+        c = self.config
+        stream = gpt_stream([np.concatenate(doc) for _, doc in members], self._special["[SEP]"])
+        cut = windows(stream, c.max_seq_length + 1, c.max_seq_length)
+        self.dropped.inc(_tail(len(stream), len(cut), c.max_seq_length + 1, c.max_seq_length))
+        yield from self._windows({"input_ids": cut}, members)
+
+    def _bilm(self, members):
+        from preprocessing.lm_windows import bilm_stream, windows
+
+        c = self.config
+        words, ids = bilm_stream([s for _, doc in members for s in doc], self._special["[CLS]"],
+                                 self._special["[SEP]"])
+        cut_ids = windows(ids, c.max_seq_length + 2, c.max_seq_length)
+        self.dropped.inc(_tail(len(ids), len(cut_ids), c.max_seq_length + 2, c.max_seq_length))
+        yield from self._windows({"tokens": windows(words, c.max_seq_length + 2, c.max_seq_length),
+                                  "token_ids": cut_ids}, members)
+
+    def _windows(self, batch, members):
+        first_doc = members[0][0]
+        n = len(next(iter(batch.values())))
+        keys = [stable_random.stable_hash(self.config.seed, first_doc, i) for i in range(n)]
+        for start in range(0, n, _CHUNK):
+            chunk = {k: v[start:start + _CHUNK] for k, v in batch.items()}
+            yield from self._emit(chunk, keys[start:start + _CHUNK])
+
+
+def _tail(stream_length: int, n_windows: int, width: int, stride: int) -> int:
+    """Stream items after the last window."""
+    covered = (n_windows - 1) * stride + width if n_windows else 0
+    return stream_length - covered

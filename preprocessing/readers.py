@@ -1,0 +1,126 @@
+"""`tf.data` readers: pretraining TFRecords -> batched model inputs `(x, y, sample_weight)`.
+
+Static shapes throughout (`drop_remainder=True`), per-replica sharding under a `tf.distribute` input
+context, shuffled file order and records, interleaved reads, prefetch. The `metadata.json` beside the files
+is checked first: every matched file must be one the job wrote, and the model, sequence length and vocab
+must be the ones the caller expects, otherwise `DataMismatchError` says which and where. Dynamic masking
+(`--masking dynamic` data) masks here with the same `masking.mask_tokens` the Beam job uses, seeded per
+record and epoch, so a run is reproducible and each epoch sees a new mask.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from preprocessing import masking, schema
+from preprocessing.vocabulary import Vocabulary
+
+METADATA = "metadata.json"
+
+
+class DataMismatchError(ValueError):
+    """The data on disk is not what the reader was asked to read."""
+
+
+def read_metadata(file_pattern: str) -> tuple[dict, list[str]]:
+    """Returns the metadata beside `file_pattern` and the matched files, after checking both."""
+    directory = os.path.dirname(file_pattern) or "."
+    path = os.path.join(directory, METADATA)
+    if not tf.io.gfile.exists(path):
+        raise DataMismatchError(f"no {METADATA} in {directory}: not the output of pipeline.pretraining_data, "
+                                f"or the job did not finish")
+    with tf.io.gfile.GFile(path) as f:
+        metadata = json.load(f)
+    files = sorted(tf.io.gfile.glob(file_pattern))
+    if not files:
+        raise DataMismatchError(f"no files match {file_pattern!r}")
+    known = set(metadata["files"])
+    strangers = [f for f in files if os.path.basename(f) not in known]
+    if strangers:
+        raise DataMismatchError(f"{strangers[0]} is not listed in {path} (files from another run?)")
+    return metadata, files
+
+
+def check_expectations(metadata: dict, source: str, **expected) -> None:
+    """`expected` keys: model, max_seq_length, max_predictions_per_seq, vocab_sha256."""
+    actual = {"model": metadata["model"], "vocab_sha256": metadata["vocab"]["sha256"], **{
+        k: metadata["config"].get(k) for k in ("max_seq_length", "max_predictions_per_seq")}}
+    for key, want in expected.items():
+        if want is not None and actual.get(key) != want:
+            raise DataMismatchError(f"{source}: {key} is {actual.get(key)!r}, expected {want!r}")
+
+
+def vocab_info(vocab: Vocabulary, whole_word_mask: bool) -> masking.VocabInfo:
+    special = vocab.special_ids()
+    continuation = tuple(i for i, t in enumerate(vocab.tokens) if t.startswith("##")) if whole_word_mask else ()
+    return masking.VocabInfo(size=len(vocab), mask_id=special["[MASK]"],
+                             special_ids=tuple(sorted(special.values())), continuation_ids=continuation)
+
+
+def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf.distribute.InputContext = None,
+                 shuffle: bool = True, repeat: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
+                 **expected) -> tf.data.Dataset:
+    """Batched `(x, y, sample_weight)` for the model the data was made for.
+
+    Args:
+      file_pattern: the TFRecord shards (a `metadata.json` must sit beside them).
+      global_batch_size: divided by the replicas of `input_context`.
+      input_context: from `strategy.distribute_datasets_from_function`; shards files (or records, when
+        there are fewer files than input pipelines) per pipeline.
+      seed: shuffling and dynamic-masking seed.
+      **expected: see `check_expectations`.
+    """
+    metadata, files = read_metadata(file_pattern)
+    check_expectations(metadata, os.path.dirname(file_pattern), **expected)
+    features = schema.features_for(metadata)
+    batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
+    pipelines, pipeline_id = ((input_context.num_input_pipelines, input_context.input_pipeline_id)
+                              if input_context else (1, 0))
+
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    by_file = len(files) >= pipelines
+    if by_file and pipelines > 1:
+        ds = ds.shard(pipelines, pipeline_id)
+    if shuffle:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    compression = metadata["compression"] or None
+    ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+                       cycle_length=min(len(files), 8), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if not by_file:
+        ds = ds.shard(pipelines, pipeline_id)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.enumerate().batch(batch_size, drop_remainder=True)
+    ds = ds.map(_decoder(metadata, features, file_pattern, seed, pipeline_id),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _decoder(metadata: dict, features, file_pattern: str, seed: int, pipeline_id: int):
+    model, config = metadata["model"], metadata["config"]
+    mask = None
+    if model == "bert" and config["masking"] == "dynamic":
+        vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), "vocab.txt"))
+        info = vocab_info(vocab, config["whole_word_mask"])
+        mask_config = masking.MaskingConfig(masked_lm_prob=config["masked_lm_prob"],
+                                            max_predictions_per_seq=config["max_predictions_per_seq"],
+                                            whole_word_mask=config["whole_word_mask"])
+
+        def mask(parsed, index):
+            row_seeds = index + (seed * 1_000_003 + pipeline_id) * (1 << 32)  # [B] new per record and epoch
+            masked = masking.mask_tokens(parsed["input_ids"], parsed["input_mask"], row_seeds, info, mask_config)
+            return {**parsed, **masked}
+
+    to_inputs = {"bert": schema.bert_model_inputs, "gpt": schema.gpt_model_inputs,
+                 "bilm": schema.bilm_model_inputs}[model]
+
+    def decode(index, serialized):
+        parsed = schema.parse(serialized, features)
+        if mask is not None:
+            parsed = mask(parsed, index)
+        return to_inputs(parsed)
+
+    return decode

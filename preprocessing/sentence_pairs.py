@@ -1,0 +1,133 @@
+"""BERT's sentence pairs: turning documents into `[CLS] A [SEP] B [SEP]` instances with next-sentence labels.
+
+Semantics of google-research/bert's `create_instances_from_document`, per document and duplicate pass:
+  - a target length `max_seq_length - 3`, or with probability `short_seq_prob` a random one in
+    `[2, max_seq_length - 3]` (chosen once per document and pass, as the original does);
+  - sentences are gathered into a chunk until it reaches the target (or the document ends);
+  - segment A is the chunk's first `a_end` sentences, `a_end` uniform in `[1, len(chunk) - 1]` (1 for a
+    one-sentence chunk);
+  - segment B is the rest of the chunk, or, with probability 0.5 and always for a one-sentence chunk, a
+    span of another document starting at a random sentence, long enough for the target; the chunk's unused
+    sentences are then put back and start the next chunk;
+  - the pair is truncated to `max_seq_length - 3` by removing tokens from the longer segment, each from its
+    front or its back with probability 0.5 (here the counts are drawn at once: the same distribution).
+Random documents come from the `others` this function is given (the Beam job passes the other documents
+of the same hash bucket), so no worker needs the corpus. The random generator is injected.
+"""
+
+import dataclasses
+import random
+from typing import Sequence
+
+import numpy as np
+
+Document = Sequence[np.ndarray]  # sentences, each a 1-D array of token ids
+
+
+@dataclasses.dataclass(frozen=True)
+class PairConfig:
+    max_seq_length: int = 128
+    short_seq_prob: float = 0.1
+    random_next_prob: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One pair before packing and masking. `is_random_next` is the next-sentence label (1 = random)."""
+
+    tokens_a: np.ndarray
+    tokens_b: np.ndarray
+    is_random_next: bool
+
+
+def truncated_lengths(len_a: int, len_b: int, max_tokens: int) -> tuple[int, int]:
+    """Final lengths after BERT's `truncate_seq_pair` (remove from the longer one; ties cut B)."""
+    if len_a + len_b <= max_tokens:
+        return len_a, len_b
+    excess = len_a + len_b - max_tokens
+    if len_a > len_b:
+        len_a -= min(len_a - len_b, excess)
+    elif len_b > len_a:
+        len_b -= min(len_b - len_a, excess)
+    if len_a + len_b > max_tokens:  # equal now: cuts alternate, B first
+        len_a, len_b = (max_tokens + 1) // 2, max_tokens // 2
+    return len_a, len_b
+
+
+def _trim(tokens: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
+    removed = len(tokens) - keep
+    if removed <= 0:
+        return tokens
+    front = bin(rng.getrandbits(removed)).count("1")  # Binomial(removed, 0.5): each cut front or back
+    return tokens[front:front + keep]
+
+
+def _random_span(others: Sequence[Document], target: int, rng: random.Random) -> np.ndarray:
+    document = others[rng.randrange(len(others))]
+    start = rng.randrange(len(document))
+    pieces, length = [], 0
+    for sentence in document[start:]:
+        pieces.append(sentence)
+        length += len(sentence)
+        if length >= target:
+            break
+    return np.concatenate(pieces)
+
+
+def sentence_pairs(document: Document, others: Sequence[Document], config: PairConfig,
+                   rng: random.Random) -> list[Instance]:
+    """All instances of one document for one duplicate pass.
+
+    Args:
+      document: its non-empty sentences.
+      others: documents random next segments may come from (must not include `document`; may be empty,
+        then every pair is a true continuation and one-sentence chunks are dropped).
+      rng: the pass's generator (the Beam job seeds it from `(seed, document id, pass)`).
+    """
+    max_tokens = config.max_seq_length - 3
+    target = max_tokens
+    if rng.random() < config.short_seq_prob:
+        target = rng.randint(2, max_tokens)
+    instances, chunk, chunk_length, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += len(document[i])
+        if i == len(document) - 1 or chunk_length >= target:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = np.concatenate(chunk[:a_end])
+            random_next = bool(others) and (len(chunk) == 1 or rng.random() < config.random_next_prob)
+            if random_next:
+                tokens_b = _random_span(others, target - len(tokens_a), rng)
+                i -= len(chunk) - a_end  # put the unused sentences back
+            elif len(chunk) >= 2:
+                tokens_b = np.concatenate(chunk[a_end:])
+            else:
+                tokens_b = None  # one sentence and nowhere to draw B from
+            if tokens_b is not None:
+                keep_a, keep_b = truncated_lengths(len(tokens_a), len(tokens_b), max_tokens)
+                instances.append(Instance(_trim(tokens_a, keep_a, rng), _trim(tokens_b, keep_b, rng),
+                                          random_next))
+            chunk, chunk_length = [], 0
+        i += 1
+    return instances
+
+
+def pack(instances: Sequence[Instance], max_seq_length: int, cls_id: int, sep_id: int) -> dict[str, np.ndarray]:
+    """`[CLS] A [SEP] B [SEP]`, 0-padded: `input_ids`, `input_mask`, `segment_ids` `[N, L]` and
+    `next_sentence_labels` `[N, 1]`, int64."""
+    n = len(instances)
+    input_ids = np.zeros((n, max_seq_length), np.int64)
+    segment_ids = np.zeros((n, max_seq_length), np.int64)
+    input_mask = np.zeros((n, max_seq_length), np.int64)
+    for row, inst in enumerate(instances):
+        la, lb = len(inst.tokens_a), len(inst.tokens_b)
+        input_ids[row, 0] = cls_id
+        input_ids[row, 1:1 + la] = inst.tokens_a
+        input_ids[row, 1 + la] = sep_id
+        input_ids[row, 2 + la:2 + la + lb] = inst.tokens_b
+        input_ids[row, 2 + la + lb] = sep_id
+        segment_ids[row, 2 + la:3 + la + lb] = 1
+        input_mask[row, :3 + la + lb] = 1
+    labels = np.array([[int(inst.is_random_next)] for inst in instances], np.int64).reshape(n, 1)
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+            "next_sentence_labels": labels}
