@@ -102,6 +102,8 @@ class MakeExamples(beam.DoFn):
         self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
         self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
         self.dropped = Metrics.counter(NAMESPACE, "tail_tokens_dropped")
+        self.passes = Metrics.counter(NAMESPACE, "document_passes")
+        self.short_passes = Metrics.counter(NAMESPACE, "short_target_passes")
 
     def setup(self):
         import tensorflow as tf
@@ -149,7 +151,11 @@ class MakeExamples(beam.DoFn):
             others = documents[:index] + documents[index + 1:]
             for dupe in range(c.dupe_factor):
                 rng = random.Random(stable_random.stable_hash(c.seed, doc_id, dupe))
-                for k, instance in enumerate(sentence_pairs(document, others, pair_config, rng)):
+                instances = sentence_pairs(document, others, pair_config, rng)
+                if instances:
+                    self.passes.inc()
+                    self.short_passes.inc(int(instances[0].target_length < c.max_seq_length - 3))
+                for k, instance in enumerate(instances):
                     pending.append(instance)
                     keys.append(stable_random.stable_hash(c.seed, doc_id, dupe, k))
                 if len(pending) >= _CHUNK:

@@ -42,6 +42,15 @@ def read_metadata(file_pattern: str) -> tuple[dict, list[str]]:
     return metadata, files
 
 
+def external_bert_metadata(max_seq_length: int, max_predictions_per_seq: int, compression: str = "") -> dict:
+    """Metadata for BERT files this project did not write (google-research's `create_pretraining_data.py`
+    output has none): pass it as `make_dataset(..., metadata=...)`. Their vocabulary is not checked."""
+    return {"model": "bert", "compression": compression, "files": None,
+            "vocab": {"sha256": None},
+            "config": {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
+                       "masking": "static"}}
+
+
 def check_expectations(metadata: dict, source: str, **expected) -> None:
     """`expected` keys: model, max_seq_length, max_predictions_per_seq, vocab_sha256."""
     actual = {"model": metadata["model"], "vocab_sha256": metadata["vocab"]["sha256"], **{
@@ -60,7 +69,7 @@ def vocab_info(vocab: Vocabulary, whole_word_mask: bool) -> masking.VocabInfo:
 
 def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf.distribute.InputContext = None,
                  shuffle: bool = True, repeat: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
-                 **expected) -> tf.data.Dataset:
+                 metadata: dict | None = None, **expected) -> tf.data.Dataset:
     """Batched `(x, y, sample_weight)` for the model the data was made for.
 
     Args:
@@ -69,9 +78,15 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
       input_context: from `strategy.distribute_datasets_from_function`; shards files (or records, when
         there are fewer files than input pipelines) per pipeline.
       seed: shuffling and dynamic-masking seed.
+      metadata: for files without a `metadata.json` (see `external_bert_metadata`).
       **expected: see `check_expectations`.
     """
-    metadata, files = read_metadata(file_pattern)
+    if metadata is None:
+        metadata, files = read_metadata(file_pattern)
+    else:
+        files = sorted(tf.io.gfile.glob(file_pattern))
+        if not files:
+            raise DataMismatchError(f"no files match {file_pattern!r}")
     check_expectations(metadata, os.path.dirname(file_pattern), **expected)
     features = schema.features_for(metadata)
     batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
