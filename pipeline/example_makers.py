@@ -101,6 +101,7 @@ class MakeExamples(beam.DoFn):
         self.instances = Metrics.counter(NAMESPACE, "instances")
         self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
         self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
+        self.forced = Metrics.counter(NAMESPACE, "forced_random_next_instances")
         self.dropped = Metrics.counter(NAMESPACE, "tail_tokens_dropped")
         self.passes = Metrics.counter(NAMESPACE, "document_passes")
         self.short_passes = Metrics.counter(NAMESPACE, "short_target_passes")
@@ -167,6 +168,7 @@ class MakeExamples(beam.DoFn):
     def _bert_chunk(self, instances, keys, pack):
         batch = pack(instances, self.config.max_seq_length, self._special["[CLS]"], self._special["[SEP]"])
         self.random_next.inc(int(batch["next_sentence_labels"].sum()))
+        self.forced.inc(sum(i.forced_random for i in instances))
         if self.config.masking == "static":
             masked = self._mask(batch["input_ids"], batch["input_mask"], np.array(keys, np.int64))
             batch.update({k: v.numpy() for k, v in masked.items()})

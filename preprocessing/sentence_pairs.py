@@ -34,12 +34,14 @@ class PairConfig:
 @dataclasses.dataclass(frozen=True)
 class Instance:
     """One pair before packing and masking. `is_random_next` is the next-sentence label (1 = random);
-    `target_length` the pass's target (for statistics: below `max_seq_length - 3` means a short pass)."""
+    `target_length` the pass's target and `forced_random` whether B had to be random (a one-sentence
+    chunk): both for statistics."""
 
     tokens_a: np.ndarray
     tokens_b: np.ndarray
     is_random_next: bool
     target_length: int
+    forced_random: bool = False
 
 
 def truncated_lengths(len_a: int, len_b: int, max_tokens: int) -> tuple[int, int]:
@@ -108,7 +110,7 @@ def sentence_pairs(document: Document, others: Sequence[Document], config: PairC
             if tokens_b is not None:
                 keep_a, keep_b = truncated_lengths(len(tokens_a), len(tokens_b), max_tokens)
                 instances.append(Instance(_trim(tokens_a, keep_a, rng), _trim(tokens_b, keep_b, rng),
-                                          random_next, target))
+                                          random_next, target, forced_random=len(chunk) == 1))
             chunk, chunk_length = [], 0
         i += 1
     return instances

@@ -1,0 +1,369 @@
+"""BERT pretraining data: instances per CPU-second, memory and worker scaling of the project's Beam job.
+
+    .venv/bin/python -m benchmarks.pretraining_data [--corpus PATH] [--vocab PATH] [--dupe_factor 5]
+        [--scaling_dupe_factor 1] [--max_documents N] [--skip_scaling] [--skip_speedup]
+
+Engines, each run as a subprocess, one after the other, with TF_CPP_MIN_LOG_LEVEL=2, max_seq_length 128,
+max_predictions_per_seq 20, seed 12345:
+  reference  `python -m benchmarks.reference_create_pretraining_data` (written next to this file): a
+             single-process, pure-Python implementation of google-research/bert's create_pretraining_data.py
+             (all documents and instances in memory; HuggingFace `tokenizers` for the per-line tokenizing,
+             which makes it faster than the original) writing one TFRecord file;
+  ours       `python -m pipeline.pretraining_data --model bert ...`: without Beam options the project's default,
+             Beam's DirectRunner in multi-processing mode with one worker per core (2 here); in section 4
+             `--runner DirectRunner --direct_running_mode multi_processing --direct_num_workers N`.
+Sections:
+  1. throughput at --dupe_factor (default 5) on the corpus: instances per CPU-second of both, and their ratio
+     (goal: ours >= 10x the reference);
+  2. peak memory of the same two runs: the reference's, and for ours the driver's, the largest single Beam
+     worker's (the `sdk_worker_main` processes) and the whole tree's;
+  3. memory scaling (unless --skip_scaling), at --scaling_dupe_factor (default 1, to keep the run short):
+     ours and the reference on the corpus and on a 4x corpus (the corpus concatenated 4 times; documents
+     repeat). Goal: the per-worker peak of ours does not grow with the corpus;
+  4. worker speed-up (unless --skip_speedup), at --scaling_dupe_factor on the corpus: ours with 1 and 2
+     workers, wall times and their ratio.
+Measurement (benchmarks/_proc.py): each command runs under a small Python wrapper that makes itself a child
+subreaper; CPU time is the wrapper's `resource.getrusage(RUSAGE_CHILDREN)` after it has waited for the
+command and every orphaned descendant: user + sys of the whole process tree (Beam's workers are the
+driver's children, the command's grandchildren), the wrapper excluded. Wall time is measured around the
+wrapper (Python and TensorFlow start-up included). Memory is sampled every 0.1 s: the tree peak is the largest
+sum of VmRSS over the tree; a single process's peak is the largest VmHWM (the kernel's peak RSS) seen for it.
+RSS counts shared pages once per process, so tree sums overstate physical memory. Instances: the project's
+metadata.json `examples` (checked against its `instances` counter and the records in its shards); the
+reference's printed count (checked against the records in its file). --max_documents N runs everything on
+the corpus's first N documents (a quick test). Outputs go to a temporary directory, removed at the end.
+Prints a table per section and a final line holding a JSON object of all figures.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import struct
+import sys
+import tempfile
+
+from benchmarks._proc import POLL_S, log_tail, run_tree
+
+DATA = "/work/shared/data"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOAL = 10.0
+CPU_METHOD = ("user+sys from getrusage(RUSAGE_CHILDREN) in a child-subreaper wrapper that waits for the command "
+              "and all its descendants")
+COMMON = ["--max_seq_length", "128", "--max_predictions_per_seq", "20"]
+SHELLS = {"sh", "bash", "dash"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Corpora
+
+
+def read_documents(path: str, limit: int | None = None) -> list[list[str]]:
+    """Documents (lists of non-empty lines, without line ends) of a BERT-format corpus."""
+    opener = gzip.open if path.endswith(".gz") else open
+    documents, current = [], []
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\r\n")
+            if line.strip():
+                current.append(line)
+                continue
+            if current:
+                documents.append(current)
+                current = []
+                if limit is not None and len(documents) >= limit:
+                    break
+    if current and (limit is None or len(documents) < limit):
+        documents.append(current)
+    return documents
+
+
+def write_corpus(path: str, documents: list[list[str]], copies: int = 1) -> None:
+    text = "".join("\n".join(doc) + "\n\n" for doc in documents)
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
+        for _ in range(copies):
+            f.write(text)
+
+
+def corpus_stats(documents: list[list[str]]) -> dict:
+    return {"documents": len(documents), "sentences": sum(len(d) for d in documents),
+            "words": sum(len(line.split()) for d in documents for line in d)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Runs
+
+
+def count_records(path: str) -> int:
+    """Records in an uncompressed TFRecord file (length-prefixed frames; payloads skipped)."""
+    n = 0
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)  # uint64 length, uint32 masked CRC of the length
+            if not header:
+                return n
+            (length,) = struct.unpack("<Q", header[:8])
+            f.seek(length + 4, os.SEEK_CUR)  # payload, its CRC
+            n += 1
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def _measure(name: str, cmd: list[str], log_path: str) -> dict:
+    print(f"  running {name} ...", end="", flush=True)
+    run = run_tree(cmd, log_path, cwd=ROOT, env=_env())
+    if run["rc"] != 0:
+        print()
+        sys.exit(f"{name} failed (exit {run['rc']}); command: {' '.join(cmd)}\n{log_tail(log_path)}")
+    print(f" {run['wall_s']:.1f} s wall, {run['cpu_s']:.1f} CPU s", flush=True)
+    return run
+
+
+def run_reference(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str) -> dict:
+    output = os.path.join(tmp, f"reference_{tag}.tfrecord")
+    log = os.path.join(tmp, f"reference_{tag}.log")
+    cmd = [sys.executable, "-m", "benchmarks.reference_create_pretraining_data", "--input", corpus, "--vocab", vocab,
+           "--output", output, "--dupe_factor", str(dupe_factor), *COMMON, "--seed", "12345"]
+    run = _measure(f"reference ({tag}, dupe_factor {dupe_factor})", cmd, log)
+    with open(log, errors="replace") as f:
+        numbers = [line.strip() for line in f if line.strip().isdigit()]
+    run["instances"] = int(numbers[-1])
+    run["records"] = count_records(output)
+    run["output_mb"] = os.path.getsize(output) / 2**20
+    run["peak_rss_mb"] = max((p["peak_kb"] for p in run["processes"]), default=0) / 1024
+    if run["records"] != run["instances"]:
+        print(f"  WARNING: reference printed {run['instances']} instances but wrote {run['records']} records")
+    os.remove(output)
+    return run
+
+
+def run_ours(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, beam_args: list[str]) -> dict:
+    output_dir = os.path.join(tmp, f"ours_{tag}")
+    log = os.path.join(tmp, f"ours_{tag}.log")
+    cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--input", corpus, "--vocab", vocab,
+           "--output_dir", output_dir, *COMMON, "--dupe_factor", str(dupe_factor), *beam_args]
+    run = _measure(f"ours ({tag}, dupe_factor {dupe_factor}{', ' + ' '.join(beam_args) if beam_args else ''})",
+                   cmd, log)
+    with open(os.path.join(output_dir, "metadata.json")) as f:
+        metadata = json.load(f)
+    run["instances"] = metadata["examples"]
+    shards = [os.path.join(output_dir, name) for name in metadata["files"]]
+    run["records"] = sum(count_records(path) for path in shards)
+    run["shards"] = len(shards)
+    run["output_mb"] = sum(os.path.getsize(path) for path in shards) / 2**20
+    with open(log, errors="replace") as f:
+        text = f.read()
+    counters = dict((m.group(1), int(m.group(2).replace(",", "")))
+                    for m in re.finditer(r"^  (\w+)\s+([\d,]+)$", text, re.M))
+    run["counters"] = counters
+    done = re.search(r"pretraining_data: done in ([\d.]+) s", text)
+    run["job_s"] = float(done.group(1)) if done else None
+    if counters.get("instances") != run["instances"] or run["records"] != run["instances"]:
+        print(f"  WARNING: metadata says {run['instances']} examples, the counter {counters.get('instances')}, "
+              f"the shards hold {run['records']} records")
+    _split_processes(run)
+    shutil.rmtree(output_dir)
+    return run
+
+
+def _is_worker(proc: dict) -> bool:
+    cmdline = proc["cmdline"]
+    return (any("sdk_worker_main" in a for a in cmdline) and bool(cmdline)
+            and os.path.basename(cmdline[0]) not in SHELLS)
+
+
+def _split_processes(run: dict) -> None:
+    """Driver (the command itself), Beam workers, others: peaks (MB) and sampled CPU seconds."""
+    procs = run["processes"]
+    workers = [p for p in procs if _is_worker(p)]
+    top = [p for p in procs if p["depth"] == 1 and not _is_worker(p)]
+    driver = top[0] if top else None
+    others = [p for p in procs if p is not driver and p not in workers]
+    run["driver_peak_mb"] = driver["peak_kb"] / 1024 if driver else 0.0
+    run["worker_peak_mb"] = max((p["peak_kb"] for p in workers), default=0) / 1024
+    run["worker_peaks_mb"] = [round(p["peak_kb"] / 1024, 1) for p in workers]
+    run["workers"] = len(workers)
+    run["others"] = [(" ".join(p["cmdline"])[:60], round(p["peak_kb"] / 1024, 1)) for p in others]
+    run["driver_cpu_s"] = driver["cpu_s"] if driver else 0.0
+    run["workers_cpu_s"] = sum(p["cpu_s"] for p in workers)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Report
+
+
+def _r(x, digits=1):
+    return None if x is None else round(x, digits)
+
+
+def section1(ref: dict, ours: dict, dupe_factor: int) -> dict:
+    rate_ref, rate_ours = ref["instances"] / ref["cpu_s"], ours["instances"] / ours["cpu_s"]
+    ratio = rate_ours / rate_ref
+    print(f"\n1. Throughput, dupe_factor {dupe_factor} (CPU s = {CPU_METHOD})")
+    print(f"{'engine':<10} {'instances':>10} {'wall s':>8} {'job s':>7} {'CPU s':>8} {'user s':>8} {'sys s':>7} "
+          f"{'inst/CPU-s':>11} {'inst/wall-s':>12} {'output MB':>10}")
+    for name, r in (("reference", ref), ("ours", ours)):
+        job = f"{r['job_s']:>7.1f}" if r.get("job_s") is not None else f"{'':>7}"
+        print(f"{name:<10} {r['instances']:>10,} {r['wall_s']:>8.1f} {job} {r['cpu_s']:>8.1f} {r['user_s']:>8.1f} "
+              f"{r['sys_s']:>7.1f} {r['instances'] / r['cpu_s']:>11,.0f} {r['instances'] / r['wall_s']:>12,.0f} "
+              f"{r['output_mb']:>10.1f}")
+    wall_ratio = (ours["instances"] / ours["wall_s"]) / (ref["instances"] / ref["wall_s"])
+    print(f"{'ours/ref':<10} {ours['instances'] / ref['instances']:>10.3f} {ours['wall_s'] / ref['wall_s']:>8.2f} "
+          f"{'':>7} {ours['cpu_s'] / ref['cpu_s']:>8.2f} {'':>8} {'':>7} {ratio:>11.2f} {wall_ratio:>12.2f}")
+    print(f"instances per CPU-second, ours / reference: {ratio:.2f}x (goal >= {GOAL:.0f}x: "
+          f"{'met' if ratio >= GOAL else 'NOT met'}); 'job s' is the project's own 'done in' time (pipeline "
+          f"only, no start-up); ours' CPU split (sampled): driver {ours['driver_cpu_s']:.1f} s, "
+          f"workers {ours['workers_cpu_s']:.1f} s")
+    return {"dupe_factor": dupe_factor,
+            "ref_instances": ref["instances"], "ref_wall_s": _r(ref["wall_s"], 2), "ref_cpu_s": _r(ref["cpu_s"], 2),
+            "ref_instances_per_cpu_s": _r(rate_ref), "ours_instances": ours["instances"],
+            "ours_wall_s": _r(ours["wall_s"], 2), "ours_job_s": ours["job_s"], "ours_cpu_s": _r(ours["cpu_s"], 2),
+            "ours_driver_cpu_s": _r(ours["driver_cpu_s"], 2), "ours_workers_cpu_s": _r(ours["workers_cpu_s"], 2),
+            "ours_instances_per_cpu_s": _r(rate_ours), "instances_per_cpu_s_ratio": _r(ratio, 3),
+            "instances_per_wall_s_ratio": _r(wall_ratio, 3), "goal_ratio": GOAL, "goal_met": ratio >= GOAL,
+            "ref_output_mb": _r(ref["output_mb"]), "ours_output_mb": _r(ours["output_mb"]),
+            "ours_shards": ours["shards"]}
+
+
+def section2(ref: dict, ours: dict, dupe_factor: int) -> dict:
+    print(f"\n2. Peak memory, dupe_factor {dupe_factor} (MB; single process: largest VmHWM seen; tree: largest "
+          f"summed VmRSS, sampled every {POLL_S} s)")
+    print(f"{'engine':<10} {'driver':>8} {'max worker':>11} {'workers':>8} {'tree':>8} {'procs':>6} "
+          f"{'kernel max':>11}")
+    print(f"{'reference':<10} {ref['peak_rss_mb']:>8.0f} {'-':>11} {'-':>8} {ref['peak_tree_rss_mb']:>8.0f} "
+          f"{ref['max_procs']:>6} {ref['kernel_max_rss_mb']:>11.0f}")
+    print(f"{'ours':<10} {ours['driver_peak_mb']:>8.0f} {ours['worker_peak_mb']:>11.0f} {ours['workers']:>8} "
+          f"{ours['peak_tree_rss_mb']:>8.0f} {ours['max_procs']:>6} {ours['kernel_max_rss_mb']:>11.0f}")
+    print(f"ours' workers' peaks (MB): {ours['worker_peaks_mb']}; other processes in the tree: "
+          f"{ours['others'] or 'none'}; 'kernel max' = ru_maxrss of RUSAGE_CHILDREN (largest single process)")
+    return {"ref_peak_rss_mb": _r(ref["peak_rss_mb"]), "ours_driver_peak_rss_mb": _r(ours["driver_peak_mb"]),
+            "ours_worker_peak_rss_mb": _r(ours["worker_peak_mb"]), "ours_workers": ours["workers"],
+            "ours_worker_peaks_mb": ours["worker_peaks_mb"], "ours_tree_peak_rss_mb": _r(ours["peak_tree_rss_mb"]),
+            "ours_max_procs": ours["max_procs"], "ours_kernel_max_rss_mb": _r(ours["kernel_max_rss_mb"]),
+            "ref_kernel_max_rss_mb": _r(ref["kernel_max_rss_mb"])}
+
+
+def section3(runs: dict, stats: dict, dupe_factor: int) -> dict:
+    print(f"\n3. Memory scaling, dupe_factor {dupe_factor} (reduced to keep the run short), corpus 1x and 4x "
+          f"(concatenated 4 times) (MB)")
+    print(f"{'corpus':<7} {'documents':>10} {'instances':>10} {'ours wall s':>12} {'driver':>8} {'max worker':>11} "
+          f"{'tree':>8} {'ref instances':>14} {'ref wall s':>11} {'ref peak':>9}")
+    for tag in ("1x", "4x"):
+        o, r = runs[f"ours_{tag}"], runs[f"ref_{tag}"]
+        print(f"{tag:<7} {stats[tag]['documents']:>10,} {o['instances']:>10,} {o['wall_s']:>12.1f} "
+              f"{o['driver_peak_mb']:>8.0f} {o['worker_peak_mb']:>11.0f} {o['peak_tree_rss_mb']:>8.0f} "
+              f"{r['instances']:>14,} {r['wall_s']:>11.1f} {r['peak_rss_mb']:>9.0f}")
+    o1, o4, r1, r4 = runs["ours_1x"], runs["ours_4x"], runs["ref_1x"], runs["ref_4x"]
+    ratios = {"driver": o4["driver_peak_mb"] / o1["driver_peak_mb"],
+              "worker": o4["worker_peak_mb"] / o1["worker_peak_mb"],
+              "tree": o4["peak_tree_rss_mb"] / o1["peak_tree_rss_mb"], "ref": r4["peak_rss_mb"] / r1["peak_rss_mb"]}
+    print(f"{'4x/1x':<7} {'':>10} {o4['instances'] / o1['instances']:>10.2f} {o4['wall_s'] / o1['wall_s']:>12.2f} "
+          f"{ratios['driver']:>8.2f} {ratios['worker']:>11.2f} {ratios['tree']:>8.2f} "
+          f"{r4['instances'] / r1['instances']:>14.2f} {r4['wall_s'] / r1['wall_s']:>11.2f} {ratios['ref']:>9.2f}")
+    print(f"ours' workers' peaks (MB): 1x {o1['worker_peaks_mb']}, 4x {o4['worker_peaks_mb']}; shards: 1x "
+          f"{o1['shards']}, 4x {o4['shards']}")
+    figures = {"scaling_dupe_factor": dupe_factor, "scaling_documents_1x": stats["1x"]["documents"],
+               "scaling_documents_4x": stats["4x"]["documents"]}
+    for tag in ("1x", "4x"):
+        o, r = runs[f"ours_{tag}"], runs[f"ref_{tag}"]
+        figures.update({f"scaling_ours_{tag}_instances": o["instances"], f"scaling_ours_{tag}_wall_s": _r(o["wall_s"], 2),
+                        f"scaling_ours_{tag}_cpu_s": _r(o["cpu_s"], 2),
+                        f"scaling_ours_{tag}_driver_peak_rss_mb": _r(o["driver_peak_mb"]),
+                        f"scaling_ours_{tag}_worker_peak_rss_mb": _r(o["worker_peak_mb"]),
+                        f"scaling_ours_{tag}_tree_peak_rss_mb": _r(o["peak_tree_rss_mb"]),
+                        f"scaling_ours_{tag}_shards": o["shards"],
+                        f"scaling_ref_{tag}_instances": r["instances"], f"scaling_ref_{tag}_wall_s": _r(r["wall_s"], 2),
+                        f"scaling_ref_{tag}_cpu_s": _r(r["cpu_s"], 2),
+                        f"scaling_ref_{tag}_peak_rss_mb": _r(r["peak_rss_mb"])})
+    figures.update({f"scaling_{k}_peak_ratio_4x_1x": _r(v, 3) for k, v in ratios.items()})
+    return figures
+
+
+def section4(runs: dict, dupe_factor: int) -> dict:
+    one, two = runs["workers_1"], runs["workers_2"]
+    print(f"\n4. Worker speed-up, dupe_factor {dupe_factor}, corpus 1x (--runner DirectRunner "
+          f"--direct_running_mode multi_processing --direct_num_workers N)")
+    print(f"{'workers':<8} {'instances':>10} {'wall s':>8} {'job s':>7} {'CPU s':>8} {'driver CPU s':>13} "
+          f"{'workers CPU s':>14} {'max worker MB':>14}")
+    for n, r in (("1", one), ("2", two)):
+        print(f"{n:<8} {r['instances']:>10,} {r['wall_s']:>8.1f} {r['job_s'] or float('nan'):>7.1f} {r['cpu_s']:>8.1f} "
+              f"{r['driver_cpu_s']:>13.1f} {r['workers_cpu_s']:>14.1f} {r['worker_peak_mb']:>14.0f}")
+    speedup = one["wall_s"] / two["wall_s"]
+    job_speedup = one["job_s"] / two["job_s"] if one["job_s"] and two["job_s"] else None
+    print(f"speed-up 2 workers vs 1: {speedup:.2f}x wall"
+          + (f", {job_speedup:.2f}x job ('done in', no start-up)" if job_speedup else ""))
+    return {"speedup_dupe_factor": dupe_factor, "workers_1_wall_s": _r(one["wall_s"], 2),
+            "workers_2_wall_s": _r(two["wall_s"], 2), "workers_1_job_s": one["job_s"], "workers_2_job_s": two["job_s"],
+            "workers_1_cpu_s": _r(one["cpu_s"], 2), "workers_2_cpu_s": _r(two["cpu_s"], 2),
+            "workers_1_instances": one["instances"], "workers_2_instances": two["instances"],
+            "speedup_wall": _r(speedup, 3), "speedup_job": _r(job_speedup, 3)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", default=f"{DATA}/corpus/pretrain.txt.gz")
+    parser.add_argument("--vocab", default=f"{DATA}/vocab/bert_uncased_vocab.txt")
+    parser.add_argument("--dupe_factor", type=int, default=5)
+    parser.add_argument("--scaling_dupe_factor", type=int, default=1,
+                        help="dupe_factor of the scaling (3) and speed-up (4) runs")
+    parser.add_argument("--max_documents", type=int, default=None, help="use only the first N documents")
+    parser.add_argument("--skip_scaling", action="store_true", help="skip section 3 (memory scaling)")
+    parser.add_argument("--skip_speedup", action="store_true", help="skip section 4 (worker speed-up)")
+    args = parser.parse_args(argv)
+
+    figures = {"corpus": args.corpus, "max_documents": args.max_documents, "cpus": os.cpu_count(),
+               "cpu_time_method": CPU_METHOD, "poll_s": POLL_S}
+    with tempfile.TemporaryDirectory(prefix="pretraining_bench_") as tmp:
+        documents = read_documents(args.corpus, args.max_documents)
+        stats = {"1x": corpus_stats(documents)}
+        corpus = args.corpus
+        if args.max_documents is not None:
+            corpus = os.path.join(tmp, f"corpus_{args.max_documents}.txt.gz")
+            write_corpus(corpus, documents)
+        figures.update(stats["1x"])
+        print(f"corpus {args.corpus}{f' (first {args.max_documents} documents)' if args.max_documents else ''}: "
+              f"{stats['1x']['documents']:,} documents, {stats['1x']['sentences']:,} sentences, "
+              f"{stats['1x']['words']:,} words; vocab {args.vocab}; {os.cpu_count()} CPUs; max_seq_length 128, "
+              f"max_predictions_per_seq 20", flush=True)
+
+        print(f"\nsections 1-2 (dupe_factor {args.dupe_factor}):", flush=True)
+        ref = run_reference(corpus, args.vocab, args.dupe_factor, tmp, "main")
+        ours = run_ours(corpus, args.vocab, args.dupe_factor, tmp, "main", [])
+        figures.update(section1(ref, ours, args.dupe_factor))
+        figures.update(section2(ref, ours, args.dupe_factor))
+
+        d = args.scaling_dupe_factor
+        if not args.skip_scaling:
+            print(f"\nsection 3 (dupe_factor {d}):", flush=True)
+            corpus4 = os.path.join(tmp, "corpus_4x.txt.gz")
+            write_corpus(corpus4, documents, copies=4)
+            stats["4x"] = {k: 4 * v for k, v in stats["1x"].items()}
+            runs = {"ours_1x": run_ours(corpus, args.vocab, d, tmp, "1x", []),
+                    "ours_4x": run_ours(corpus4, args.vocab, d, tmp, "4x", []),
+                    "ref_1x": run_reference(corpus, args.vocab, d, tmp, "1x"),
+                    "ref_4x": run_reference(corpus4, args.vocab, d, tmp, "4x")}
+            os.remove(corpus4)
+            figures.update(section3(runs, stats, d))
+
+        if not args.skip_speedup:
+            print(f"\nsection 4 (dupe_factor {d}):", flush=True)
+            runs = {f"workers_{n}": run_ours(corpus, args.vocab, d, tmp, f"workers{n}",
+                                             ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing",
+                                              "--direct_num_workers", str(n)])
+                    for n in (1, 2)}
+            figures.update(section4(runs, d))
+
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
