@@ -44,9 +44,10 @@ def _tokenizer(config: JobConfig):
 
 
 class TokenizeDocuments(beam.DoFn):
-    """A batch of `(doc id, sentences)` -> `(doc id, tokenized sentences)`; empty sentences dropped.
+    """A batch of `(doc id, sentences)` -> `(doc id, tokenized document)`; empty sentences dropped.
 
-    bert/gpt: a list of int32 id arrays. bilm: a list of `(words, whole-word ids)` pairs.
+    bert/gpt: a `sentence_pairs.Document` (flat ids + sentence bounds). bilm: a list of `(words,
+    whole-word ids)` pairs, one per sentence.
     """
 
     def __init__(self, config: JobConfig):
@@ -67,20 +68,31 @@ class TokenizeDocuments(beam.DoFn):
     def process(self, batch):
         lines = [line for _, sentences in batch for line in sentences]
         if self.config.model == "bilm":
-            words, ids = self._encode(self._tf.constant(lines))
-            per_line = zip(_split(words), _split(ids))
-            sizes = ids.row_lengths().numpy()
-        else:
-            ids = self._encode(self._tf.constant(lines))
-            per_line = _split(ids)
-            sizes = ids.row_lengths().numpy()
-        self.tokens.inc(int(sizes.sum()))
-        per_line = list(per_line)
-        start = 0
+            yield from self._bilm(batch, lines)
+            return
+        ids = self._encode(self._tf.constant(lines))  # [lines, (pieces)]
+        values = ids.flat_values.numpy().astype(np.int32)
+        splits = ids.row_splits.numpy()
+        self.tokens.inc(len(values))
+        from preprocessing.sentence_pairs import Document
+
+        line = 0
         for doc_id, sentences in batch:
-            rows = [r for r, size in zip(per_line[start:start + len(sentences)],
-                                         sizes[start:start + len(sentences)]) if size > 0]
-            start += len(sentences)
+            bounds = splits[line:line + len(sentences) + 1]
+            line += len(sentences)
+            kept = np.concatenate([[True], np.diff(bounds) > 0])  # drop empty sentences
+            bounds = bounds[kept]
+            if len(bounds) > 1:
+                yield doc_id, Document(values[bounds[0]:bounds[-1]], (bounds - bounds[0]).tolist())
+
+    def _bilm(self, batch, lines):
+        words, ids = self._encode(self._tf.constant(lines))
+        per_line = list(zip(_split(words), _split(ids)))
+        self.tokens.inc(int(ids.flat_values.shape[0]))
+        line = 0
+        for doc_id, sentences in batch:
+            rows = [r for r in per_line[line:line + len(sentences)] if len(r[1])]
+            line += len(sentences)
             if rows:
                 yield doc_id, rows
 
@@ -179,7 +191,7 @@ class MakeExamples(beam.DoFn):
         from preprocessing.lm_windows import gpt_stream, windows
 
         c = self.config
-        stream = gpt_stream([np.concatenate(doc) for _, doc in members], self._special["[SEP]"])
+        stream = gpt_stream([doc.ids for _, doc in members], self._special["[SEP]"])
         cut = windows(stream, c.max_seq_length + 1, c.max_seq_length)
         self.dropped.inc(_tail(len(stream), len(cut), c.max_seq_length + 1, c.max_seq_length))
         yield from self._windows({"input_ids": cut}, members)

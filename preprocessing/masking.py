@@ -77,14 +77,13 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
         follows_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
         starts = candidate & ~(_isin(ids, vocab.continuation_ids) & follows_candidate)
         chosen = _choose_words(candidate, starts, to_predict, keys)
+        order_key = tf.where(chosen, tf.range(length)[tf.newaxis, :], 2 * length)  # [N, L]
+        slots = -tf.math.top_k(-order_key, k=min(p, length)).values  # [N, P'] ascending positions
     else:
-        chosen = _choose_tokens(candidate, to_predict, keys, min(p, length))
+        chosen, slots = _choose_tokens(candidate, to_predict, keys, min(p, length))
 
-    # Predictions sorted by position: chosen positions first (ascending), then padding slots.
-    position = tf.range(length)[tf.newaxis, :]  # [1, L]
-    order_key = tf.where(chosen, position, position + length)  # [N, L]
-    slots = -tf.math.top_k(-order_key, k=min(p, length)).values  # [N, P] ascending
-    slots = tf.pad(slots, [[0, 0], [0, p - min(p, length)]], constant_values=2 * length)
+    # Predictions sorted by position, padding slots (position 2L) last.
+    slots = tf.pad(slots, [[0, 0], [0, p - min(p, length)]], constant_values=2 * length)  # [N, P]
     slot_valid = slots < length  # [N, P]
     slots = tf.where(slot_valid, slots, 0)
     originals = tf.gather(ids, slots, batch_dims=1)  # [N, P]
@@ -105,12 +104,17 @@ def _isin(ids: tf.Tensor, values: tuple[int, ...]) -> tf.Tensor:
     return tf.reduce_any(ids[..., tf.newaxis] == tf.constant(list(values), ids.dtype), axis=-1)
 
 
-def _choose_tokens(candidate, to_predict, keys, p):
-    """The `to_predict` candidates with the smallest keys (each token its own word): `[N, L]` bool."""
+def _choose_tokens(candidate, to_predict, keys, k):
+    """The `to_predict` candidates with the smallest keys (each token its own word): the `[N, L]` mask and
+    the chosen positions `[N, k]`, ascending, padded with `2L`."""
+    length = candidate.shape[1]
     keys = tf.where(candidate, keys, 2.0)  # [N, L]
-    smallest = -tf.math.top_k(-keys, k=p).values  # [N, P] ascending
-    kth = tf.gather(smallest, tf.maximum(to_predict - 1, 0), batch_dims=1)  # [N]
-    return candidate & (keys <= kth[:, tf.newaxis])
+    smallest = tf.math.top_k(-keys, k=k)  # [N, k] by ascending key
+    rank_ok = tf.range(k)[tf.newaxis, :] < to_predict[:, tf.newaxis]  # [N, k]
+    taken = rank_ok & (smallest.values > -2.0)  # [N, k] real candidates among the first to_predict
+    slots = tf.sort(tf.where(taken, smallest.indices, 2 * length), axis=1)  # [N, k] ascending
+    kth = tf.reduce_max(tf.where(taken, -smallest.values, -1.0), axis=1, keepdims=True)  # [N, 1]
+    return candidate & (keys <= kth), slots
 
 
 def _choose_words(candidate, starts, to_predict, keys):

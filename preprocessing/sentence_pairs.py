@@ -13,15 +13,31 @@ Semantics of google-research/bert's `create_instances_from_document`, per docume
     front or its back with probability 0.5 (here the counts are drawn at once: the same distribution).
 Random documents come from the `others` this function is given (the Beam job passes the other documents
 of the same hash bucket), so no worker needs the corpus. The random generator is injected.
+
+A document is one flat id array plus sentence boundaries, so that segments (always runs of consecutive
+sentences) are array views, never copies.
 """
 
 import dataclasses
 import random
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
-Document = Sequence[np.ndarray]  # sentences, each a 1-D array of token ids
+class Document(NamedTuple):
+    """`ids[bounds[i]:bounds[i + 1]]` is sentence `i`; sentences are non-empty."""
+
+    ids: np.ndarray  # [T] token ids
+    bounds: list[int]  # [S + 1], bounds[0] == 0
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[Sequence[int]]) -> "Document":
+        lengths = [len(s) for s in sentences]
+        return cls(np.concatenate([np.asarray(s, np.int32) for s in sentences]),
+                   [0] + np.cumsum(lengths).tolist())
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,8 +47,7 @@ class PairConfig:
     random_next_prob: float = 0.5
 
 
-@dataclasses.dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
     """One pair before packing and masking. `is_random_next` is the next-sentence label (1 = random);
     `target_length` the pass's target and `forced_random` whether B had to be random (a one-sentence
     chunk): both for statistics."""
@@ -68,14 +83,12 @@ def _trim(tokens: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
 
 def _random_span(others: Sequence[Document], target: int, rng: random.Random) -> np.ndarray:
     document = others[rng.randrange(len(others))]
-    start = rng.randrange(len(document))
-    pieces, length = [], 0
-    for sentence in document[start:]:
-        pieces.append(sentence)
-        length += len(sentence)
-        if length >= target:
-            break
-    return np.concatenate(pieces)
+    bounds = document.bounds
+    start = rng.randrange(len(bounds) - 1)
+    end = start + 1  # sentences start..end-1, the first that reaches the target included
+    while end < len(bounds) - 1 and bounds[end] - bounds[start] < target:
+        end += 1
+    return document.ids[bounds[start]:bounds[end]]
 
 
 def sentence_pairs(document: Document, others: Sequence[Document], config: PairConfig,
@@ -83,7 +96,7 @@ def sentence_pairs(document: Document, others: Sequence[Document], config: PairC
     """All instances of one document for one duplicate pass.
 
     Args:
-      document: its non-empty sentences.
+      document: its token ids and sentence bounds.
       others: documents random next segments may come from (must not include `document`; may be empty,
         then every pair is a true continuation and one-sentence chunks are dropped).
       rng: the pass's generator (the Beam job seeds it from `(seed, document id, pass)`).
@@ -92,26 +105,26 @@ def sentence_pairs(document: Document, others: Sequence[Document], config: PairC
     target = max_tokens
     if rng.random() < config.short_seq_prob:
         target = rng.randint(2, max_tokens)
-    instances, chunk, chunk_length, i = [], [], 0, 0
-    while i < len(document):
-        chunk.append(document[i])
-        chunk_length += len(document[i])
-        if i == len(document) - 1 or chunk_length >= target:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = np.concatenate(chunk[:a_end])
-            random_next = bool(others) and (len(chunk) == 1 or rng.random() < config.random_next_prob)
+    ids, bounds = document
+    n_sentences = len(bounds) - 1
+    instances, first, i = [], 0, 0  # the chunk is sentences first..i
+    while i < n_sentences:
+        if i == n_sentences - 1 or bounds[i + 1] - bounds[first] >= target:
+            n_chunk = i + 1 - first
+            a_end = first + (rng.randint(1, n_chunk - 1) if n_chunk >= 2 else 1)
+            tokens_a = ids[bounds[first]:bounds[a_end]]
+            random_next = bool(others) and (n_chunk == 1 or rng.random() < config.random_next_prob)
+            tokens_b = None
             if random_next:
                 tokens_b = _random_span(others, target - len(tokens_a), rng)
-                i -= len(chunk) - a_end  # put the unused sentences back
-            elif len(chunk) >= 2:
-                tokens_b = np.concatenate(chunk[a_end:])
-            else:
-                tokens_b = None  # one sentence and nowhere to draw B from
-            if tokens_b is not None:
+                i = a_end - 1  # put the unused sentences back
+            elif n_chunk >= 2:
+                tokens_b = ids[bounds[a_end]:bounds[i + 1]]
+            if tokens_b is not None:  # else: one sentence and nowhere to draw B from
                 keep_a, keep_b = truncated_lengths(len(tokens_a), len(tokens_b), max_tokens)
                 instances.append(Instance(_trim(tokens_a, keep_a, rng), _trim(tokens_b, keep_b, rng),
-                                          random_next, target, forced_random=len(chunk) == 1))
-            chunk, chunk_length = [], 0
+                                          random_next, target, n_chunk == 1))
+            first = i + 1
         i += 1
     return instances
 

@@ -5,15 +5,15 @@ import random
 import numpy as np
 import pytest
 
-from preprocessing.sentence_pairs import PairConfig, pack, sentence_pairs, truncated_lengths
+from preprocessing.sentence_pairs import Document, PairConfig, pack, sentence_pairs, truncated_lengths
 
 
 def doc(*lengths, start=1):
     out, next_id = [], start
     for n in lengths:
-        out.append(np.arange(next_id, next_id + n, dtype=np.int32))
+        out.append(list(range(next_id, next_id + n)))
         next_id += n
-    return out
+    return Document.from_sentences(out)
 
 
 def as_lists(instances):
