@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.tokenization
 	$(PY) -m benchmarks.vocab_learning
+	$(PY) -m benchmarks.pretraining_data
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
