@@ -2,7 +2,8 @@
 
 `TokenizeDocuments` tokenizes many documents per call; `MakeExamples` receives one hash bucket of
 documents (after a `GroupByKey`), builds the model's examples with the pure functions of `preprocessing/`
-(`sentence_pairs`, `masking`, `lm_windows`, `schema`), and emits `(sort key, serialized example)`. Every random
+(`sentence_pairs`, `masking`, `lm_windows`, `schema`) and writes them as the bucket's shard: serialized
+examples never travel through a shuffle (they are 10x the size of the tokenized documents). Every random
 choice is seeded from `(seed, document id, duplicate pass, ...)` through `stable_random`, so the bytes do not
 depend on the runner, the workers or the bundles. DoFns hold only picklable config; TF objects are built in
 `setup`.
@@ -106,10 +107,15 @@ def _split(ragged):
 
 
 class MakeExamples(beam.DoFn):
-    """`(bucket, [(doc id, document), ...])` -> `(sort key, serialized tf.train.Example)`."""
+    """`(bucket, [(doc id, document) or None, ...])` -> the bucket's shard file, and `{"file", "examples"}`.
 
-    def __init__(self, config: JobConfig):
+    Examples are written in chunks of 4096, each chunk in a pseudo-random order drawn from `(seed, bucket,
+    chunk)`, so instances of one document are spread apart; the reader's shuffle mixes further.
+    """
+
+    def __init__(self, config: JobConfig, output_dir: str, num_shards: int, gzip: bool):
         self.config = config
+        self.output_dir, self.num_shards, self.gzip = output_dir, num_shards, gzip
         self.instances = Metrics.counter(NAMESPACE, "instances")
         self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
         self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
@@ -142,16 +148,24 @@ class MakeExamples(beam.DoFn):
                                  input_signature=spec)
         self._schema = schema
 
-    def process(self, element):
-        _, members = element
-        members = sorted(members, key=lambda m: m[0])
-        make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
-        yield from make(members)
+    def process(self, element, num_shards=None):
+        from pipeline.shard_writer import ShardWriter
 
-    def _emit(self, batch: dict, keys: list[int]):
-        serialized = self._schema.serialize(batch, self._features).numpy()
-        self.instances.inc(len(keys))
-        return zip(keys, serialized.tolist())
+        bucket, members = element
+        members = sorted(m for m in members if m is not None)
+        make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
+        with ShardWriter(self.output_dir, self.config.model, bucket, num_shards or self.num_shards,
+                         self.gzip) as writer:
+            for chunk, serialized in enumerate(make(members) if members else ()):
+                order = random.Random(stable_random.stable_hash(self.config.seed, bucket, chunk))
+                order.shuffle(serialized)
+                writer.write_all(serialized)
+        yield writer.summary()
+
+    def _emit(self, batch: dict) -> list[bytes]:
+        serialized = self._schema.serialize(batch, self._features).numpy().tolist()
+        self.instances.inc(len(serialized))
+        return serialized
 
     def _bert(self, members):
         from preprocessing.sentence_pairs import PairConfig, pack, sentence_pairs
@@ -159,7 +173,7 @@ class MakeExamples(beam.DoFn):
         c = self.config
         pair_config = PairConfig(c.max_seq_length, c.short_seq_prob)
         documents = [doc for _, doc in members]
-        pending, keys = [], []
+        pending, seeds = [], []
         for index, (doc_id, document) in enumerate(members):
             others = documents[:index] + documents[index + 1:]
             for dupe in range(c.dupe_factor):
@@ -168,24 +182,24 @@ class MakeExamples(beam.DoFn):
                 if instances:
                     self.passes.inc()
                     self.short_passes.inc(int(instances[0].target_length < c.max_seq_length - 3))
-                for k, instance in enumerate(instances):
-                    pending.append(instance)
-                    keys.append(stable_random.stable_hash(c.seed, doc_id, dupe, k))
+                pending += instances
+                pass_seed = stable_random.stable_hash(c.seed, doc_id, dupe, "mask")
+                seeds += [pass_seed + k for k in range(len(instances))]
                 if len(pending) >= _CHUNK:
-                    yield from self._bert_chunk(pending, keys, pack)
-                    pending, keys = [], []
+                    yield self._bert_chunk(pending, seeds, pack)
+                    pending, seeds = [], []
         if pending:
-            yield from self._bert_chunk(pending, keys, pack)
+            yield self._bert_chunk(pending, seeds, pack)
 
-    def _bert_chunk(self, instances, keys, pack):
+    def _bert_chunk(self, instances, seeds, pack):
         batch = pack(instances, self.config.max_seq_length, self._special["[CLS]"], self._special["[SEP]"])
         self.random_next.inc(int(batch["next_sentence_labels"].sum()))
         self.forced.inc(sum(i.forced_random for i in instances))
         if self.config.masking == "static":
-            masked = self._mask(batch["input_ids"], batch["input_mask"], np.array(keys, np.int64))
+            masked = self._mask(batch["input_ids"], batch["input_mask"], np.array(seeds, np.int64))
             batch.update({k: v.numpy() for k, v in masked.items()})
             self.masked.inc(int(batch["masked_lm_weights"].sum()))
-        return self._emit(batch, keys)
+        return self._emit(batch)
 
     def _gpt(self, members):
         from preprocessing.lm_windows import gpt_stream, windows
@@ -194,7 +208,7 @@ class MakeExamples(beam.DoFn):
         stream = gpt_stream([doc.ids for _, doc in members], self._special["[SEP]"])
         cut = windows(stream, c.max_seq_length + 1, c.max_seq_length)
         self.dropped.inc(_tail(len(stream), len(cut), c.max_seq_length + 1, c.max_seq_length))
-        yield from self._windows({"input_ids": cut}, members)
+        yield from self._windows({"input_ids": cut})
 
     def _bilm(self, members):
         from preprocessing.lm_windows import bilm_stream, windows
@@ -205,15 +219,12 @@ class MakeExamples(beam.DoFn):
         cut_ids = windows(ids, c.max_seq_length + 2, c.max_seq_length)
         self.dropped.inc(_tail(len(ids), len(cut_ids), c.max_seq_length + 2, c.max_seq_length))
         yield from self._windows({"tokens": windows(words, c.max_seq_length + 2, c.max_seq_length),
-                                  "token_ids": cut_ids}, members)
+                                  "token_ids": cut_ids})
 
-    def _windows(self, batch, members):
-        first_doc = members[0][0]
+    def _windows(self, batch):
         n = len(next(iter(batch.values())))
-        keys = [stable_random.stable_hash(self.config.seed, first_doc, i) for i in range(n)]
         for start in range(0, n, _CHUNK):
-            chunk = {k: v[start:start + _CHUNK] for k, v in batch.items()}
-            yield from self._emit(chunk, keys[start:start + _CHUNK])
+            yield self._emit({k: v[start:start + _CHUNK] for k, v in batch.items()})
 
 
 def _tail(stream_length: int, n_windows: int, width: int, stride: int) -> int:

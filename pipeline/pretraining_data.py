@@ -3,19 +3,20 @@
     python -m pipeline.pretraining_data --model {bert,gpt,bilm} --input 'PATTERN' --vocab vocab.txt \\
         --output_dir DIR [--max_seq_length 128] [--max_predictions_per_seq 20] [--masked_lm_prob 0.15] \\
         [--dupe_factor 10] [--short_seq_prob 0.1] [--whole_word_mask] [--masking static|dynamic] \\
-        [--seed N] [--num_shards N] [--gzip] [--docs_per_bucket 1000] [--overwrite] [Beam options]
+        [--seed N] [--num_shards N] [--gzip] [--docs_per_bucket 500] [--overwrite] [Beam options]
 
 The flow (each step a named Beam transform):
-  ReadDocuments (one file per worker, streamed) -> TokenizeDocuments (batched tf-text) ->
-  AssignBuckets (stable hash of the document id; `ceil(documents / docs_per_bucket)` buckets) ->
-  GroupByKey -> MakeExamples (per bucket: BERT pairs with random next segments from the bucket's other
-  documents, masking; or GPT / biLM windows) -> GroupByKey by shard -> WriteShard -> metadata.json.
-No worker holds the corpus: the largest unit is a bucket (or a shard when writing). The output is
-byte-identical for the same input and seed whatever the runner or worker count.
+  ReadDocuments (one file per worker, streamed) -> Reshuffle (spread documents over workers) ->
+  TokenizeDocuments (batched tf-text) -> AssignBuckets (stable hash of the document id) -> GroupByKey ->
+  MakeExamples (per bucket: BERT pairs with random next segments from the bucket's other documents and
+  masking, or GPT / biLM windows; written as the bucket's shard) -> metadata.json.
+One bucket is one output shard: `--num_shards`, or `ceil(documents / docs_per_bucket)`. No worker holds
+the corpus: the largest unit is a bucket of tokenized documents, and examples are streamed to the shard.
+The output is byte-identical for the same input and seed whatever the runner or worker count.
 """
 
 import argparse
-import dataclasses
+import json
 import math
 import os
 import sys
@@ -28,56 +29,59 @@ from pipeline import corpus_io
 from pipeline.beam_options import pipeline_options
 from pipeline.documents import NAMESPACE, ReadDocuments
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import WriteShard, previous_run, shard_name, write_metadata
+from pipeline.shard_writer import previous_run, write_metadata
 from preprocessing import schema, stable_random
 from preprocessing.readers import METADATA
 from preprocessing.vocabulary import Vocabulary, VocabularyError
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
-_BYTES_PER_SHARD = 64 << 20
 
 
-class PretrainingExamples(beam.PTransform):
-    """`(file index, path)` pairs -> `(shard, (sort key, serialized example))`. I/O-free but the reads."""
+def bucket_count(num_documents: int, num_shards: int, docs_per_bucket: int) -> int:
+    return num_shards or max(1, math.ceil(num_documents / docs_per_bucket))
 
-    def __init__(self, config: JobConfig, num_shards: int, docs_per_bucket: int):
+
+class TokenizedDocuments(beam.PTransform):
+    """`(file index, path)` pairs -> `(document id, tokenized document)`."""
+
+    def __init__(self, config: JobConfig):
         super().__init__()
-        self.config, self.num_shards, self.docs_per_bucket = config, num_shards, docs_per_bucket
+        self.config = config
 
     def expand(self, files):
-        docs = (files
+        return (files
                 | "ReadDocuments" >> beam.ParDo(ReadDocuments())
+                | "Spread" >> beam.Reshuffle()
                 | "BatchDocuments" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
                 | "TokenizeDocuments" >> beam.ParDo(TokenizeDocuments(self.config)))
-        n_docs = docs | "CountDocuments" >> beam.combiners.Count.Globally()
-        seed, per_bucket, shards = self.config.seed, self.docs_per_bucket, self.num_shards
-        return (docs
-                | "AssignBuckets" >> beam.Map(
-                    lambda doc, n: (stable_random.stable_hash(seed, "bucket", doc[0]) % max(1, math.ceil(n / per_bucket)),
-                                    doc), n=beam.pvalue.AsSingleton(n_docs))
-                | "GroupBuckets" >> beam.GroupByKey()
-                | "MakeExamples" >> beam.ParDo(MakeExamples(self.config))
-                | "AssignShards" >> beam.Map(lambda kv: (kv[0] % shards, kv)))
 
 
-def build_pipeline(p, args, config: JobConfig, files: list[str], num_shards: int):
-    examples = (p
-                | "Files" >> beam.Create(list(enumerate(files)))
-                | "Examples" >> PretrainingExamples(config, num_shards, args.docs_per_bucket))
-    every_shard = p | "ShardIndexes" >> beam.Create([(i, None) for i in range(num_shards)])
-    summaries = ((examples, every_shard)
-                 | "WithEmptyShards" >> beam.Flatten()
-                 | "GroupShards" >> beam.GroupByKey()
-                 | "WriteShards" >> beam.ParDo(WriteShard(args.output_dir, args.model, num_shards, args.gzip)))
+def build_pipeline(p, args, config: JobConfig, files: list[str]):
+    docs = (p
+            | "Files" >> beam.Create(list(enumerate(files)))
+            | "Documents" >> TokenizedDocuments(config))
+    n_docs = docs | "CountDocuments" >> beam.combiners.Count.Globally()
+    buckets = n_docs | "Buckets" >> beam.Map(bucket_count, args.num_shards, args.docs_per_bucket)
+    seed = config.seed
+    assigned = docs | "AssignBuckets" >> beam.Map(
+        lambda doc, n: (stable_random.stable_hash(seed, "bucket", doc[0]) % n, doc),
+        n=beam.pvalue.AsSingleton(buckets))
+    every_bucket = buckets | "EveryBucket" >> beam.FlatMap(lambda n: [(b, None) for b in range(n)])
+    summaries = ((assigned, every_bucket)
+                 | "WithEmptyBuckets" >> beam.Flatten()
+                 | "GroupBuckets" >> beam.GroupByKey()
+                 | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, 0, args.gzip),
+                                                num_shards=beam.pvalue.AsSingleton(buckets)))
     (summaries
      | "Gather" >> beam.combiners.ToList()
-     | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files, num_shards)))
+     | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files),
+                                   beam.pvalue.AsSingleton(buckets)))
 
 
-def _metadata(args, config: JobConfig, files, num_shards) -> dict:
+def _metadata(args, config: JobConfig, files) -> dict:
     vocab = Vocabulary(config.vocab_tokens)
     job = {k: v for k, v in vars(args).items()}
-    job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case, num_shards=num_shards)
+    job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case)
     features = schema.features_for({"model": config.model, "config": job})
     return {"schema_version": schema.SCHEMA_VERSION, "model": config.model, "config": job,
             "features": schema.describe(features), "compression": "GZIP" if args.gzip else "",
@@ -86,8 +90,9 @@ def _metadata(args, config: JobConfig, files, num_shards) -> dict:
             "input_files": len(files)}
 
 
-def _finish(summaries, output_dir, metadata):
+def _finish(summaries, output_dir, metadata, num_shards):
     summaries = sorted(summaries, key=lambda s: s["file"])
+    metadata["config"]["num_shards"] = num_shards
     total = sum(s["examples"] for s in summaries)
     if total == 0:
         raise ValueError("the corpus produced no examples (empty, or every document shorter than one "
@@ -112,10 +117,11 @@ def parse_args(argv):
     parser.add_argument("--whole_word_mask", action="store_true")
     parser.add_argument("--masking", choices=["static", "dynamic"], default="static")
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--num_shards", type=int, default=0, help="0: about one per 64 MB of output")
+    parser.add_argument("--num_shards", type=int, default=0,
+                        help="output shards = document buckets (0: one per --docs_per_bucket documents)")
     parser.add_argument("--gzip", action="store_true", help="write .tfrecord.gz")
-    parser.add_argument("--docs_per_bucket", type=int, default=1000,
-                        help="documents that share a pool of random next segments")
+    parser.add_argument("--docs_per_bucket", type=int, default=500,
+                        help="documents per bucket (= per shard), which share a pool of random next segments")
     case = parser.add_mutually_exclusive_group()
     case.add_argument("--lower_case", dest="lower_case", action="store_true", default=None)
     case.add_argument("--cased", dest="lower_case", action="store_false")
@@ -123,13 +129,7 @@ def parse_args(argv):
     return parser.parse_known_args(argv)
 
 
-def _auto_shards(files: list[str], args) -> int:
-    size = sum(os.path.getsize(f) * (3 if f.endswith(".gz") else 1) for f in files if os.path.exists(f))
-    passes = args.dupe_factor if args.model == "bert" else 1
-    return max(1, math.ceil(size * passes * 2 / _BYTES_PER_SHARD))
-
-
-def prepare(args) -> tuple[JobConfig, list[str], int]:
+def prepare(args) -> tuple[JobConfig, list[str]]:
     """Checks everything that can be checked before the job runs; raises ValueError with the reason."""
     try:
         vocab = Vocabulary.from_file(args.vocab)
@@ -150,7 +150,7 @@ def prepare(args) -> tuple[JobConfig, list[str], int]:
                        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
                        dupe_factor=args.dupe_factor, short_seq_prob=args.short_seq_prob,
                        whole_word_mask=args.whole_word_mask, masking=args.masking, seed=args.seed)
-    return config, files, args.num_shards or _auto_shards(files, args)
+    return config, files
 
 
 def _clear(output_dir: str) -> None:
@@ -163,30 +163,33 @@ def _clear(output_dir: str) -> None:
 def run(argv=None) -> int:
     args, beam_args = parse_args(argv)
     try:
-        config, files, num_shards = prepare(args)
+        config, files = prepare(args)
     except (ValueError, corpus_io.CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     tf.io.gfile.makedirs(args.output_dir)
     _clear(args.output_dir)
     Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, "vocab.txt"))
-    print(f"pretraining_data: {args.model}, {len(files)} file(s), {num_shards} shard(s) -> {args.output_dir}",
-          file=sys.stderr)
+    print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
-        build_pipeline(p, args, config, files, num_shards)
+        build_pipeline(p, args, config, files)
     counters = {c.key.metric.name: c.committed for c in p.result.metrics().query()["counters"]
                 if c.key.metric.namespace in (NAMESPACE, corpus_io.NAMESPACE)}
-    _report(args, counters, num_shards, time.time() - started)
+    _report(args, counters, time.time() - started)
     return 0
 
 
-def _report(args, counters, num_shards, seconds):
+def _report(args, counters, seconds):
+    with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
+        metadata = json.load(f)
+    metadata["counters"] = counters
+    write_metadata(args.output_dir, metadata)
     print(f"pretraining_data: done in {seconds:.1f} s", file=sys.stderr)
     for name in sorted(counters):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)
-    print(f"  {'shards':<28} {num_shards:>12,}  {shard_name(args.model, 0, num_shards, args.gzip)} ...",
-          file=sys.stderr)
+    files = metadata["files"]
+    print(f"  {'shards':<28} {len(files):>12,}  {files[0]} ...", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,13 @@
-"""Writing sharded TFRecords deterministically, and the `metadata.json` that marks a finished run.
+"""Writing TFRecord shards, and the `metadata.json` that marks a finished run.
 
-Each example carries a sort key (a stable hash); its shard is `key % num_shards` and a shard's examples are
-written in key order, so shard contents and order are a pure function of the input and seed (a
-pseudo-random order, which also shuffles instances of one document apart). Every shard file is written
-aside and renamed when complete. `metadata.json` is written last, after all shards: a directory without it
-is an unfinished run, and the readers refuse it.
+A shard is written by one worker, streamed, aside under a hidden name and renamed when complete, so a
+retried bundle rewrites it whole and a reader never sees half a shard. `metadata.json` is written last,
+after all shards: a directory without it is an unfinished run, and the readers refuse it.
 """
 
 import json
 import os
 
-import apache_beam as beam
 import tensorflow as tf
 
 METADATA = "metadata.json"
@@ -20,24 +17,35 @@ def shard_name(model: str, index: int, num_shards: int, gzip: bool) -> str:
     return f"{model}-{index:05d}-of-{num_shards:05d}.tfrecord" + (".gz" if gzip else "")
 
 
-class WriteShard(beam.DoFn):
-    """`(shard index, [(key, bytes) or None, ...])` -> `{"file": name, "examples": n}`."""
+class ShardWriter:
+    """Context manager writing one shard: `write_all(records)`, then `summary()`."""
 
-    def __init__(self, output_dir: str, model: str, num_shards: int, gzip: bool):
-        self.output_dir, self.model, self.num_shards, self.gzip = output_dir, model, num_shards, gzip
+    def __init__(self, output_dir: str, model: str, index: int, num_shards: int, gzip: bool):
+        self.name = shard_name(model, index, num_shards, gzip)
+        self.path = os.path.join(output_dir, self.name)
+        self.tmp = os.path.join(output_dir, f".{self.name}.incomplete")
+        self.options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else None)
+        self.count = 0
 
-    def process(self, element):
-        index, items = element
-        examples = sorted(item for item in items if item is not None)
-        name = shard_name(self.model, index, self.num_shards, self.gzip)
-        path = os.path.join(self.output_dir, name)
-        tmp = os.path.join(self.output_dir, f".{name}.incomplete")
-        options = tf.io.TFRecordOptions(compression_type="GZIP" if self.gzip else None)
-        with tf.io.TFRecordWriter(tmp, options) as writer:
-            for _, serialized in examples:
-                writer.write(serialized)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-        yield {"file": name, "examples": len(examples)}
+    def __enter__(self):
+        self.writer = tf.io.TFRecordWriter(self.tmp, self.options)
+        return self
+
+    def write_all(self, records) -> None:
+        for record in records:
+            self.writer.write(record)
+            self.count += 1
+
+    def __exit__(self, exc_type, *_):
+        self.writer.close()
+        if exc_type is None:
+            tf.io.gfile.rename(self.tmp, self.path, overwrite=True)
+        elif tf.io.gfile.exists(self.tmp):
+            tf.io.gfile.remove(self.tmp)
+        return False
+
+    def summary(self) -> dict:
+        return {"file": self.name, "examples": self.count}
 
 
 def write_metadata(output_dir: str, metadata: dict) -> None:
