@@ -131,20 +131,25 @@ def sentence_pairs(document: Document, others: Sequence[Document], config: PairC
 
 def pack(instances: Sequence[Instance], max_seq_length: int, cls_id: int, sep_id: int) -> dict[str, np.ndarray]:
     """`[CLS] A [SEP] B [SEP]`, 0-padded: `input_ids`, `input_mask`, `segment_ids` `[N, L]` and
-    `next_sentence_labels` `[N, 1]`, int64."""
+    `next_sentence_labels` `[N, 1]`, int64. Vectorized: one scatter per segment for the whole batch."""
     n = len(instances)
+    len_a = np.fromiter((len(i.tokens_a) for i in instances), np.int64, n)  # [N]
+    len_b = np.fromiter((len(i.tokens_b) for i in instances), np.int64, n)  # [N]
     input_ids = np.zeros((n, max_seq_length), np.int64)
-    segment_ids = np.zeros((n, max_seq_length), np.int64)
-    input_mask = np.zeros((n, max_seq_length), np.int64)
-    for row, inst in enumerate(instances):
-        la, lb = len(inst.tokens_a), len(inst.tokens_b)
-        input_ids[row, 0] = cls_id
-        input_ids[row, 1:1 + la] = inst.tokens_a
-        input_ids[row, 1 + la] = sep_id
-        input_ids[row, 2 + la:2 + la + lb] = inst.tokens_b
-        input_ids[row, 2 + la + lb] = sep_id
-        segment_ids[row, 2 + la:3 + la + lb] = 1
-        input_mask[row, :3 + la + lb] = 1
-    labels = np.array([[int(inst.is_random_next)] for inst in instances], np.int64).reshape(n, 1)
+    rows = np.arange(n)
+    for tokens, lengths, first in (([i.tokens_a for i in instances], len_a, 1),
+                                   ([i.tokens_b for i in instances], len_b, 2 + len_a)):
+        flat = np.concatenate(tokens)  # [sum(lengths)]
+        row = np.repeat(rows, lengths)
+        within = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        input_ids[row, np.repeat(first, lengths) + within if np.ndim(first) else first + within] = flat
+    total = 3 + len_a + len_b  # [N]
+    input_ids[:, 0] = cls_id
+    input_ids[rows, 1 + len_a] = sep_id
+    input_ids[rows, total - 1] = sep_id
+    position = np.arange(max_seq_length)[np.newaxis, :]  # [1, L]
+    input_mask = (position < total[:, np.newaxis]).astype(np.int64)
+    segment_ids = ((position >= (2 + len_a)[:, np.newaxis]) & (position < total[:, np.newaxis])).astype(np.int64)
+    labels = np.fromiter((i.is_random_next for i in instances), np.int64, n).reshape(n, 1)
     return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
             "next_sentence_labels": labels}

@@ -81,3 +81,19 @@ def test_pack_layout():
     assert batch["segment_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 0, 0]]
     assert batch["input_mask"].tolist() == [[1, 1, 1, 1, 1, 1, 0, 0]]
     assert batch["next_sentence_labels"].tolist() == [[1]]
+
+
+def test_pack_batch_matches_a_per_row_build():
+    from preprocessing.sentence_pairs import Instance
+
+    rng = np.random.default_rng(0)
+    instances = [Instance(rng.integers(5, 99, rng.integers(1, 6)), rng.integers(5, 99, rng.integers(1, 6)),
+                          bool(k % 2), 9) for k in range(20)]
+    batch = pack(instances, max_seq_length=16, cls_id=1, sep_id=2)
+    for row, inst in enumerate(instances):
+        expected = [1, *inst.tokens_a, 2, *inst.tokens_b, 2]
+        assert batch["input_ids"][row].tolist() == expected + [0] * (16 - len(expected))
+        segment = [0] * (len(inst.tokens_a) + 2) + [1] * (len(inst.tokens_b) + 1)
+        assert batch["segment_ids"][row].tolist() == segment + [0] * (16 - len(segment))
+        assert batch["input_mask"][row].sum() == len(expected)
+        assert batch["next_sentence_labels"][row, 0] == row % 2
