@@ -59,11 +59,9 @@ class TokenizeDocuments(beam.DoFn):
         import tensorflow as tf
 
         tokenizer = _tokenizer(self.config)
-        spec = [tf.TensorSpec([None], tf.string)]
-        if self.config.model == "bilm":
-            self._encode = tf.function(lambda t: tokenizer.words_and_ids(t), input_signature=spec)
-        else:
-            self._encode = tf.function(lambda t: tokenizer.tokenize(t), input_signature=spec)
+        encode = tokenizer.words_and_ids if self.config.model == "bilm" else tokenizer.tokenize
+        # One trace (fixed signature), no autograph: there is no tensor-dependent Python control flow.
+        self._encode = tf.function(encode, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         self._tf = tf
 
     def process(self, batch):
@@ -113,9 +111,9 @@ class MakeExamples(beam.DoFn):
     chunk)`, so instances of one document are spread apart; the reader's shuffle mixes further.
     """
 
-    def __init__(self, config: JobConfig, output_dir: str, num_shards: int, gzip: bool):
+    def __init__(self, config: JobConfig, output_dir: str, gzip: bool):
         self.config = config
-        self.output_dir, self.num_shards, self.gzip = output_dir, num_shards, gzip
+        self.output_dir, self.gzip = output_dir, gzip
         self.instances = Metrics.counter(NAMESPACE, "instances")
         self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
         self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
@@ -145,17 +143,16 @@ class MakeExamples(beam.DoFn):
             self._features = schema.bilm_features(c.max_seq_length)
         spec = [tf.TensorSpec([None, c.max_seq_length], tf.int64)] * 2 + [tf.TensorSpec([None], tf.int64)]
         self._mask = tf.function(lambda ids, m, s: masking.mask_tokens(ids, m, s, self._info, self._masking),
-                                 input_signature=spec)
+                                 input_signature=spec, autograph=False)
         self._schema = schema
 
-    def process(self, element, num_shards=None):
+    def process(self, element, num_shards: int):
         from pipeline.shard_writer import ShardWriter
 
         bucket, members = element
         members = sorted(m for m in members if m is not None)
         make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
-        with ShardWriter(self.output_dir, self.config.model, bucket, num_shards or self.num_shards,
-                         self.gzip) as writer:
+        with ShardWriter(self.output_dir, self.config.model, bucket, num_shards, self.gzip) as writer:
             for chunk, serialized in enumerate(make(members) if members else ()):
                 order = random.Random(stable_random.stable_hash(self.config.seed, bucket, chunk))
                 order.shuffle(serialized)
@@ -183,7 +180,7 @@ class MakeExamples(beam.DoFn):
                     self.passes.inc()
                     self.short_passes.inc(int(instances[0].target_length < c.max_seq_length - 3))
                 pending += instances
-                pass_seed = stable_random.stable_hash(c.seed, doc_id, dupe, "mask")
+                pass_seed = stable_random.stable_hash(c.seed, doc_id, dupe, "mask") >> 16  # room for + k
                 seeds += [pass_seed + k for k in range(len(instances))]
                 if len(pending) >= _CHUNK:
                     yield self._bert_chunk(pending, seeds, pack)

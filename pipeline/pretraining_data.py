@@ -70,7 +70,7 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
     summaries = ((assigned, every_bucket)
                  | "WithEmptyBuckets" >> beam.Flatten()
                  | "GroupBuckets" >> beam.GroupByKey()
-                 | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, 0, args.gzip),
+                 | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, args.gzip),
                                                 num_shards=beam.pvalue.AsSingleton(buckets)))
     (summaries
      | "Gather" >> beam.combiners.ToList()

@@ -70,7 +70,7 @@ def describe(features: tuple[Feature, ...]) -> dict:
 _LIST_TYPES = {tf.int64: ("tensorflow.Int64List", b"\x1a"),
                tf.float32: ("tensorflow.FloatList", b"\x12"),
                tf.string: ("tensorflow.BytesList", b"\x0a")}
-_BYTES = tf.constant([bytes([b]) for b in range(256)])
+_VARINT_LIMIT = 1 << 16  # field lengths: an example up to 64 KB
 
 
 def _varint_bytes(i: int) -> bytes:
@@ -81,25 +81,17 @@ def _varint_bytes(i: int) -> bytes:
     return bytes(out + bytes([i]))
 
 
-_SMALL = 1 << 14
-_SMALL_VARINTS = tf.constant([_varint_bytes(i) for i in range(_SMALL)])
+_VARINTS = None
 
 
 def _varint(n: tf.Tensor) -> tf.Tensor:
-    """`[N]` ints in [0, 2^28) -> `[N]` protobuf varint encodings (a table lookup below 2^14)."""
-    n = tf.cast(n, tf.int32)
-    return tf.cond(tf.reduce_max(tf.concat([n, [0]], 0)) < _SMALL,
-                   lambda: tf.gather(_SMALL_VARINTS, n), lambda: _varint_any(n))
-
-
-def _varint_any(n: tf.Tensor) -> tf.Tensor:
-    parts = []
-    for i in range(4):
-        byte = tf.bitwise.bitwise_and(tf.bitwise.right_shift(n, 7 * i), 0x7F)
-        more = n >= (1 << (7 * (i + 1)))
-        byte = tf.where(more, byte + 0x80, byte)
-        parts.append(tf.gather(_BYTES, byte) if i == 0 else tf.where(n >= (1 << (7 * i)), tf.gather(_BYTES, byte), ""))
-    return tf.strings.join(parts)
+    """`[N]` lengths -> `[N]` protobuf varint encodings, by table lookup."""
+    global _VARINTS
+    if _VARINTS is None:
+        with tf.init_scope():  # one eager constant, captured by every trace
+            _VARINTS = tf.constant([_varint_bytes(i) for i in range(_VARINT_LIMIT)])
+    tf.debugging.assert_less(n, _VARINT_LIMIT, "a serialized example over 64 KB")
+    return tf.gather(_VARINTS, n)
 
 
 def _with_length(tag: bytes, body: tf.Tensor) -> tf.Tensor:
@@ -107,7 +99,6 @@ def _with_length(tag: bytes, body: tf.Tensor) -> tf.Tensor:
     return tf.strings.join([tag, _varint(tf.strings.length(body)), body])
 
 
-@tf.function(reduce_retracing=True)
 def _encode(columns: tuple, names: tuple, dtypes: tuple) -> tf.Tensor:
     n = tf.shape(columns[0])[0]
     entries = []
@@ -120,6 +111,19 @@ def _encode(columns: tuple, names: tuple, dtypes: tuple) -> tf.Tensor:
         entry = tf.strings.join([b"\x0a" + bytes([len(key)]) + key, _with_length(b"\x12", feature)])
         entries.append(_with_length(b"\x0a", entry))  # Features.feature map entry
     return _with_length(b"\x0a", tf.strings.join(entries))  # Example.features
+
+
+_ENCODERS: dict = {}
+
+
+def _encoder(features: tuple[Feature, ...]):
+    """One traced function per schema (fixed signature: a single trace, no autograph)."""
+    if features not in _ENCODERS:
+        names, dtypes = tuple(f.name for f in features), tuple(f.dtype for f in features)
+        signature = [tf.TensorSpec([None, f.length], f.dtype) for f in features]
+        _ENCODERS[features] = tf.function(lambda *columns: _encode(columns, names, dtypes),
+                                          input_signature=signature, autograph=False)
+    return _ENCODERS[features]
 
 
 def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
@@ -136,7 +140,7 @@ def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
         if column.shape.rank != 2 or column.shape[1] != f.length:
             raise ValueError(f"feature {f.name}: expected shape [N, {f.length}], got {column.shape}")
         columns.append(column if f.dtype == tf.string else tf.cast(column, f.dtype))
-    return _encode(tuple(columns), tuple(f.name for f in ordered), tuple(f.dtype for f in ordered))
+    return _encoder(tuple(ordered))(*columns)
 
 
 def parse(serialized: tf.Tensor, features: tuple[Feature, ...]) -> dict[str, tf.Tensor]:
