@@ -18,13 +18,10 @@ import argparse
 import gzip
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
-from benchmarks._proc import POLL_S, tree_rss_kb
+from benchmarks._proc import POLL_S, log_tail, run_tree
 
 DATA = "/work/shared/data"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,28 +44,11 @@ tok.save_model(out_dir, "hf")
 def run_measured(name: str, cmd: list[str], log_path: str) -> dict:
     """Runs `cmd`; returns wall seconds, peak tree RSS (MB) and the most processes seen in the tree. Exits
     with the log's tail if it fails."""
-    peak = [0, 0]
-    with open(log_path, "wb") as log:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        done = threading.Event()
-
-        def poll():
-            while not done.is_set():
-                rss, count = tree_rss_kb(proc.pid)
-                peak[:] = max(peak[0], rss), max(peak[1], count)
-                done.wait(POLL_S)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        rc = proc.wait()
-        wall = time.perf_counter() - start
-        done.set()
-        poller.join()
-    if rc != 0:
-        with open(log_path, errors="replace") as f:
-            sys.exit(f"{name} failed (exit {rc}):\n" + "".join(f.readlines()[-30:]))
-    return {"wall_s": wall, "peak_rss_mb": peak[0] / 1024, "processes": peak[1]}
+    result = run_tree(cmd, log_path, cwd=ROOT)
+    if result["rc"] != 0:
+        sys.exit(f"{name} failed (exit {result['rc']}):\n" + log_tail(log_path))
+    return {"wall_s": result["wall_s"], "peak_rss_mb": result["peak_tree_rss_mb"],
+            "processes": result["max_procs"]}
 
 
 def quality(vocab_path: str, lines: list[str]) -> dict:

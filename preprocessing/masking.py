@@ -63,7 +63,7 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
       `masked_lm_weights` `[N, P]` float32.
     """
     ids = tf.cast(input_ids, tf.int64)
-    n, length = tf.shape(ids)[0], ids.shape[1]
+    length = ids.shape[1]
     p = config.max_predictions_per_seq
     real = tf.cast(input_mask, tf.bool)
     special = _isin(ids, vocab.special_ids)

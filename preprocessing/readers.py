@@ -114,28 +114,34 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def _dynamic_masker(metadata: dict, file_pattern: str, seed: int, pipeline_id: int):
+    """For unmasked BERT data: parsed features + record indexes -> masked features (None otherwise)."""
+    config = metadata["config"]
+    if metadata["model"] != "bert" or config["masking"] != "dynamic":
+        return None
+    vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), "vocab.txt"))
+    info = vocab_info(vocab, config["whole_word_mask"])
+    mask_config = masking.MaskingConfig(masked_lm_prob=config["masked_lm_prob"],
+                                        max_predictions_per_seq=config["max_predictions_per_seq"],
+                                        whole_word_mask=config["whole_word_mask"])
+
+    def remask(parsed, index):
+        row_seeds = index + (seed * 1_000_003 + pipeline_id) * (1 << 32)  # [B] new per record and epoch
+        masked = masking.mask_tokens(parsed["input_ids"], parsed["input_mask"], row_seeds, info, mask_config)
+        return {**parsed, **masked}
+
+    return remask
+
+
 def _decoder(metadata: dict, features, file_pattern: str, seed: int, pipeline_id: int):
-    model, config = metadata["model"], metadata["config"]
-    mask = None
-    if model == "bert" and config["masking"] == "dynamic":
-        vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), "vocab.txt"))
-        info = vocab_info(vocab, config["whole_word_mask"])
-        mask_config = masking.MaskingConfig(masked_lm_prob=config["masked_lm_prob"],
-                                            max_predictions_per_seq=config["max_predictions_per_seq"],
-                                            whole_word_mask=config["whole_word_mask"])
-
-        def mask(parsed, index):
-            row_seeds = index + (seed * 1_000_003 + pipeline_id) * (1 << 32)  # [B] new per record and epoch
-            masked = masking.mask_tokens(parsed["input_ids"], parsed["input_mask"], row_seeds, info, mask_config)
-            return {**parsed, **masked}
-
+    remask = _dynamic_masker(metadata, file_pattern, seed, pipeline_id)
     to_inputs = {"bert": schema.bert_model_inputs, "gpt": schema.gpt_model_inputs,
-                 "bilm": schema.bilm_model_inputs}[model]
+                 "bilm": schema.bilm_model_inputs}[metadata["model"]]
 
     def decode(index, serialized):
         parsed = schema.parse(serialized, features)
-        if mask is not None:
-            parsed = mask(parsed, index)
+        if remask is not None:
+            parsed = remask(parsed, index)
         return to_inputs(parsed)
 
     return decode

@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from pipeline import pretraining_data
 from preprocessing import readers
