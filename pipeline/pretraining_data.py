@@ -92,12 +92,12 @@ def _metadata(args, config: JobConfig, files) -> dict:
 
 def _finish(summaries, output_dir, metadata, num_shards):
     summaries = sorted(summaries, key=lambda s: s["file"])
-    metadata["config"]["num_shards"] = num_shards
     total = sum(s["examples"] for s in summaries)
     if total == 0:
         raise ValueError("the corpus produced no examples (empty, or every document shorter than one "
                          "window); no metadata.json written")
-    write_metadata(output_dir, {**metadata, "files": [s["file"] for s in summaries],
+    write_metadata(output_dir, {**metadata, "config": {**metadata["config"], "num_shards": num_shards},
+                                "files": [s["file"] for s in summaries],
                                 "examples_per_file": {s["file"]: s["examples"] for s in summaries},
                                 "examples": total})
 

@@ -197,3 +197,22 @@ def test_overwrite_replaces_an_earlier_run(corpus, bert_vocab_path, tmp_path):
     assert run_job(corpus, bert_vocab_path, out, "--model", "gpt", "--max_seq_length", "16", "--overwrite") == 0
     names = sorted(os.listdir(out))
     assert names == ["gpt-00000-of-00001.tfrecord", "metadata.json", "vocab.txt"]
+
+
+def test_dofns_survive_beams_pickling(bert_vocab_path, tmp_path):
+    """Remote runners pickle DoFns and call setup() on the copy: nothing TF-side may be pickled."""
+    from apache_beam.internal import pickler
+
+    from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
+    from preprocessing.vocabulary import Vocabulary
+
+    config = JobConfig(model="bert", vocab_tokens=Vocabulary.from_file(bert_vocab_path).tokens, lower_case=True,
+                       max_seq_length=32, dupe_factor=2)
+    tokenize = pickler.loads(pickler.dumps(TokenizeDocuments(config)))
+    tokenize.setup()
+    docs = list(tokenize.process([((0, i), SENTENCES[i:i + 3]) for i in range(4)]))
+    assert [d[0] for d in docs] == [(0, i) for i in range(4)] and len(docs[0][1]) == 3
+    make = pickler.loads(pickler.dumps(MakeExamples(config, str(tmp_path), False)))
+    make.setup()
+    summary, = make.process((0, docs), num_shards=1)
+    assert summary["file"] == "bert-00000-of-00001.tfrecord" and summary["examples"] > 4
