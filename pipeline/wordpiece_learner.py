@@ -67,16 +67,19 @@ def learn_vocabulary(word_counts: Iterable[tuple[str, int]], config: LearnerConf
         raise ValueError(f"vocab_size {config.vocab_size} leaves no room after {len(reserved)} reserved tokens")
 
     alphabet = _alphabet(word_counts, config.limit_alphabet)
+    continuations = [SUFFIX_INDICATOR + c for c in alphabet]
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=SUFFIX_INDICATOR))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordPieceTrainer(
         vocab_size=config.vocab_size, min_frequency=config.min_frequency, show_progress=False,
-        special_tokens=reserved, limit_alphabet=config.limit_alphabet, initial_alphabet=alphabet,
+        # The `##` forms are declared up front (as special tokens) so that their ids do not depend on the
+        # trainer's hash-map order; with every id fixed, its tie-breaking and so its merges are deterministic.
+        special_tokens=reserved + continuations, limit_alphabet=config.limit_alphabet, initial_alphabet=alphabet,
         continuing_subword_prefix=SUFFIX_INDICATOR)
     tokenizer.train_from_iterator(_as_text_chunks(word_counts), trainer=trainer)
     learned = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
 
-    characters = alphabet + [SUFFIX_INDICATOR + c for c in alphabet]
+    characters = alphabet + continuations
     head = reserved + characters
     seen = set(head)
     tail = [t for t, _ in learned if t not in seen][:max(0, config.vocab_size - len(head))]

@@ -78,3 +78,21 @@ def test_learned_vocabulary_quality_against_huggingface_trainer(tmp_path):
     assert unk_rate < 0.001
     assert abs(pieces_per_word / hf_pieces_per_word - 1) < 0.05
     assert len(Vocabulary.from_file(str(ours))) == 30000
+
+
+def test_vocabulary_learning_is_identical_across_processes():
+    """HF's trainer breaks ties by ids that follow its (per-process random) hash-map order; the learner
+    fixes every id up front. Before that fix, three processes gave three different vocabularies here."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = ("import collections, gzip, sys\n"
+              "from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary\n"
+              f"lines = gzip.open({HELDOUT!r}, 'rt', encoding='utf-8')\n"
+              "counts = collections.Counter(w.lower() for line in lines for w in line.split())\n"
+              "print('\\n'.join(learn_vocabulary(counts.items(), LearnerConfig(vocab_size=3000))))\n")
+    outputs = {subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, check=True,
+                              timeout=300).stdout for _ in range(3)}
+    assert len(outputs) == 1 and len(outputs.pop().splitlines()) == 3000
