@@ -11,14 +11,13 @@ max_predictions_per_seq 20, seed 12345:
              (all documents and instances in memory; HuggingFace `tokenizers` for the per-line tokenizing,
              which makes it faster than the original) writing one TFRecord file;
   ours       `python -m pipeline.pretraining_data --model bert ...`: without Beam options the project's default,
-             Beam's DirectRunner in multi-threading mode with one worker thread per core (2 here); in
-             section 4 `--runner DirectRunner --direct_running_mode multi_threading --direct_num_workers N`.
+             Beam's DirectRunner in multi-processing mode with one worker per core (2 here); in section 4
+             `--runner DirectRunner --direct_running_mode multi_processing --direct_num_workers N`.
 Sections:
   1. throughput at --dupe_factor (default 5) on the corpus: instances per CPU-second of both, and their ratio
      (goal: ours >= 10x the reference);
   2. peak memory of the same two runs: the reference's, and for ours the driver's, the largest single Beam
-     worker's (the `sdk_worker_main` processes in multi-processing mode; with the default threads the
-     driver is the worker) and the whole tree's;
+     worker's (the `sdk_worker_main` processes) and the whole tree's;
   3. memory scaling (unless --skip_scaling), at --scaling_dupe_factor (default 1, to keep the run short):
      ours and the reference on the corpus and on a 4x corpus (the corpus concatenated 4 times; documents
      repeat). Goal: the per-worker peak of ours does not grow with the corpus;
@@ -190,8 +189,7 @@ def _split_processes(run: dict) -> None:
     driver = top[0] if top else None
     others = [p for p in procs if p is not driver and p not in workers]
     run["driver_peak_mb"] = driver["peak_kb"] / 1024 if driver else 0.0
-    # No worker processes: the default runner's workers are threads of the driver, which does the work.
-    run["worker_peak_mb"] = (max(p["peak_kb"] for p in workers) / 1024 if workers else run["driver_peak_mb"])
+    run["worker_peak_mb"] = max((p["peak_kb"] for p in workers), default=0) / 1024
     run["worker_peaks_mb"] = [round(p["peak_kb"] / 1024, 1) for p in workers]
     run["workers"] = len(workers)
     run["others"] = [(" ".join(p["cmdline"])[:60], round(p["peak_kb"] / 1024, 1)) for p in others]
@@ -294,7 +292,7 @@ def section3(runs: dict, stats: dict, dupe_factor: int) -> dict:
 def section4(runs: dict, dupe_factor: int) -> dict:
     one, two = runs["workers_1"], runs["workers_2"]
     print(f"\n4. Worker speed-up, dupe_factor {dupe_factor}, corpus 4x (--runner DirectRunner "
-          f"--direct_running_mode multi_threading --direct_num_workers N)")
+          f"--direct_running_mode multi_processing --direct_num_workers N)")
     print(f"{'workers':<8} {'instances':>10} {'wall s':>8} {'job s':>7} {'CPU s':>8} {'driver CPU s':>13} "
           f"{'workers CPU s':>14} {'max worker MB':>14}")
     for n, r in (("1", one), ("2", two)):
@@ -366,7 +364,7 @@ def main(argv=None) -> None:
             d = args.speedup_dupe_factor
             print(f"\nsection 4 (dupe_factor {d}, corpus 4x):", flush=True)
             runs = {f"workers_{n}": run_ours(corpus4, args.vocab, d, tmp, f"workers{n}",
-                                             ["--runner", "DirectRunner", "--direct_running_mode", "multi_threading",
+                                             ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing",
                                               "--direct_num_workers", str(n)])
                     for n in (1, 2)}
             figures.update(section4(runs, d))
