@@ -126,13 +126,12 @@ class MakeExamples(beam.DoFn):
         import tensorflow as tf
 
         from preprocessing import masking, schema
-        from preprocessing.readers import vocab_info
         from preprocessing.vocabulary import Vocabulary
 
         c = self.config
         vocab = Vocabulary(c.vocab_tokens)
         self._special = vocab.special_ids()
-        self._info = vocab_info(vocab, c.whole_word_mask)
+        self._info = masking.VocabInfo.from_vocabulary(vocab, c.whole_word_mask)
         self._masking = masking.MaskingConfig(c.masked_lm_prob, c.max_predictions_per_seq, c.whole_word_mask)
         if c.model == "bert":
             self._features = schema.bert_features(c.max_seq_length, c.max_predictions_per_seq,

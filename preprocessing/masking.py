@@ -21,6 +21,7 @@ import dataclasses
 import tensorflow as tf
 
 from preprocessing import stable_random
+from preprocessing.vocabulary import MASK, SUFFIX_INDICATOR, Vocabulary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,14 @@ class VocabInfo:
     mask_id: int
     special_ids: tuple[int, ...]  # never masked ([CLS], [SEP], [PAD], ...)
     continuation_ids: tuple[int, ...] = ()  # `##` pieces, for whole-word masking
+
+    @classmethod
+    def from_vocabulary(cls, vocab: Vocabulary, whole_word_mask: bool) -> "VocabInfo":
+        special = vocab.special_ids()
+        continuation = tuple(i for i, t in enumerate(vocab.tokens) if t.startswith(SUFFIX_INDICATOR)) \
+            if whole_word_mask else ()
+        return cls(size=len(vocab), mask_id=special[MASK], special_ids=tuple(sorted(special.values())),
+                   continuation_ids=continuation)
 
 
 def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tensor, vocab: VocabInfo,

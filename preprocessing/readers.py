@@ -60,13 +60,6 @@ def check_expectations(metadata: dict, source: str, **expected) -> None:
             raise DataMismatchError(f"{source}: {key} is {actual.get(key)!r}, expected {want!r}")
 
 
-def vocab_info(vocab: Vocabulary, whole_word_mask: bool) -> masking.VocabInfo:
-    special = vocab.special_ids()
-    continuation = tuple(i for i, t in enumerate(vocab.tokens) if t.startswith("##")) if whole_word_mask else ()
-    return masking.VocabInfo(size=len(vocab), mask_id=special["[MASK]"],
-                             special_ids=tuple(sorted(special.values())), continuation_ids=continuation)
-
-
 def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf.distribute.InputContext = None,
                  shuffle: bool = True, repeat: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
                  metadata: dict | None = None, **expected) -> tf.data.Dataset:
@@ -120,7 +113,7 @@ def _dynamic_masker(metadata: dict, file_pattern: str, seed: int, pipeline_id: i
     if metadata["model"] != "bert" or config["masking"] != "dynamic":
         return None
     vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), "vocab.txt"))
-    info = vocab_info(vocab, config["whole_word_mask"])
+    info = masking.VocabInfo.from_vocabulary(vocab, config["whole_word_mask"])
     mask_config = masking.MaskingConfig(masked_lm_prob=config["masked_lm_prob"],
                                         max_predictions_per_seq=config["max_predictions_per_seq"],
                                         whole_word_mask=config["whole_word_mask"])
