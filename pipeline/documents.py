@@ -1,15 +1,16 @@
 """Reading documents in BERT's input format: one sentence per line, a blank line between documents.
 
-A document never spans files, so each matched file is read by one worker, streamed line by line (any
-`FileSystems` path: local, `gs://`, gzip by extension). A document's id is `(file index, document index)`,
+A document never spans files, so each matched file is read by one worker, streamed line by line
+(`corpus_io.raw_lines`: any `FileSystems` path, `.gz` checked to its end). A document's id is `(file index, document index)`,
 the file index being its position in the sorted list of matched files: stable across runners and runs.
 Malformed UTF-8 is replaced and counted; empty documents are counted and skipped; lines over
 `max_line_bytes` are counted and skipped (they would only be truncated away, at a large memory cost).
 """
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+
+from pipeline.corpus_io import raw_lines
 
 NAMESPACE = "pretraining_data"
 
@@ -28,23 +29,19 @@ class ReadDocuments(beam.DoFn):
     def process(self, element):
         file_index, path = element
         index, document = 0, []
-        with FileSystems.open(path) as f:
-            while True:
-                raw = f.readline()
-                if not raw:
-                    break
-                line = self._decode(raw.rstrip(b"\r\n"))
-                if line is None:
-                    continue
-                if line.strip():
-                    document.append(line)
-                    continue
-                if document:
-                    yield self._emit(file_index, index, document)
-                    index += 1
-                    document = []
-                else:
-                    self.empty.inc()
+        for raw in raw_lines(path):
+            line = self._decode(raw)
+            if line is None:
+                continue
+            if line.strip():
+                document.append(line)
+                continue
+            if document:
+                yield self._emit(file_index, index, document)
+                index += 1
+                document = []
+            else:
+                self.empty.inc()
         if document:
             yield self._emit(file_index, index, document)
 
