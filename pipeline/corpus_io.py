@@ -27,8 +27,12 @@ class InputFileError(ValueError):
     """An input file cannot be read to its end (the job stops: skipping it would silently lose data)."""
 
 
-def raw_lines(path: str) -> Iterator[bytes]:
-    """The lines of a file (newline stripped), `.gz` decompressed and checked to its end."""
+MAX_LINE_BYTES = 1 << 20
+
+
+def raw_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """The lines of a file (newline stripped), `.gz` decompressed and checked to its end. A line over
+    `max_line_bytes` comes out as `None` (the caller counts and skips it) and is never held in memory."""
     try:
         with contextlib.ExitStack() as stack:
             if path.endswith(".gz"):
@@ -36,8 +40,13 @@ def raw_lines(path: str) -> Iterator[bytes]:
                 f = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
             else:
                 f = stack.enter_context(FileSystems.open(path))
-            for line in iter(f.readline, b""):
-                yield line.rstrip(b"\r\n")
+            while line := f.readline(max_line_bytes + 2):
+                if len(line.rstrip(b"\r\n")) <= max_line_bytes:
+                    yield line.rstrip(b"\r\n")
+                    continue
+                while line and not line.endswith(b"\n"):  # skip the rest of the over-long line
+                    line = f.readline(1 << 16)
+                yield None
     except (OSError, EOFError, zlib.error) as e:
         raise InputFileError(f"cannot read input file {path}: {e}") from e
 
@@ -54,14 +63,19 @@ def check_pattern(pattern: str) -> list[str]:
 
 
 class ReadLines(beam.DoFn):
-    """A file path -> its lines as `str`, invalid UTF-8 replaced by U+FFFD and counted."""
+    """A file path -> its lines as `str`, invalid UTF-8 replaced by U+FFFD and counted, lines over 1 MB
+    counted and skipped."""
 
     def __init__(self):
         self.lines = Metrics.counter(NAMESPACE, "lines")
         self.invalid = Metrics.counter(NAMESPACE, "lines_with_invalid_utf8")
+        self.too_long = Metrics.counter(NAMESPACE, "lines_over_max_bytes")
 
     def process(self, path: str):
         for raw in raw_lines(path):
+            if raw is None:
+                self.too_long.inc()
+                continue
             self.lines.inc()
             try:
                 yield raw.decode("utf-8")

@@ -34,3 +34,12 @@ def test_line_reader_of_the_vocabulary_job_refuses_a_truncated_gzip_too(tmp_path
     path.write_bytes(data[:len(data) // 2])
     with pytest.raises(InputFileError, match="cut.txt.gz"):
         list(ReadLines().process(str(path)))
+
+
+def test_raw_lines_skips_over_long_lines_without_reading_them_whole(tmp_path):
+    from pipeline.corpus_io import raw_lines
+
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"short\n" + b"y" * 300_000 + b"\nafter\r\n" + b"z" * 11 + b"\nend")
+    assert list(raw_lines(str(path), max_line_bytes=10)) == [b"short", None, b"after", None, b"end"]
+    assert list(raw_lines(str(path), max_line_bytes=11))[3] == b"z" * 11
