@@ -133,13 +133,7 @@ class MakeExamples(beam.DoFn):
         self._special = vocab.special_ids()
         self._info = masking.VocabInfo.from_vocabulary(vocab, c.whole_word_mask)
         self._masking = masking.MaskingConfig(c.masked_lm_prob, c.max_predictions_per_seq, c.whole_word_mask)
-        if c.model == "bert":
-            self._features = schema.bert_features(c.max_seq_length, c.max_predictions_per_seq,
-                                                  masked=c.masking == "static")
-        elif c.model == "gpt":
-            self._features = schema.gpt_features(c.max_seq_length)
-        else:
-            self._features = schema.bilm_features(c.max_seq_length)
+        self._features = schema.features_for({"model": c.model, "config": dataclasses.asdict(c)})
         spec = [tf.TensorSpec([None, c.max_seq_length], tf.int64)] * 2 + [tf.TensorSpec([None], tf.int64)]
         self._mask = tf.function(lambda ids, m, s: masking.mask_tokens(ids, m, s, self._info, self._masking),
                                  input_signature=spec, autograph=False)

@@ -4,14 +4,13 @@ Every random choice in the data pipeline derives from `(seed, document id, dupli
 these functions, never from a stateful generator or Python's salted `hash()`, so the same input and seed
 give byte-identical output whatever the runner, the number of workers, the bundle sizes or retries.
 
-`stable_hash` (Python, BLAKE2b) seeds per-document generators; `uniform` (TF, SplitMix64 finalizer) gives
+`stable_hash` (Python, BLAKE2b) seeds per-document `random.Random` generators and names keys; `uniform` (TF, SplitMix64 finalizer) gives
 per-row, per-position uniforms from per-row seeds, so a batch's values do not depend on how rows were
 batched together.
 """
 
 import hashlib
 
-import numpy as np
 import tensorflow as tf
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -23,11 +22,6 @@ def stable_hash(*parts) -> int:
     """A 63-bit hash of `repr(parts)` that is the same in every process and on every machine."""
     digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
-
-
-def rng(*parts) -> np.random.Generator:
-    """A numpy generator seeded by `stable_hash(*parts)`."""
-    return np.random.Generator(np.random.PCG64(stable_hash(*parts)))
 
 
 def _mix(x: tf.Tensor) -> tf.Tensor:
