@@ -62,7 +62,7 @@ def check_expectations(metadata: dict, source: str, **expected) -> None:
 
 def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf.distribute.InputContext = None,
                  shuffle: bool = True, repeat: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
-                 metadata: dict | None = None, **expected) -> tf.data.Dataset:
+                 metadata: dict | None = None, skip_batches: int = 0, **expected) -> tf.data.Dataset:
     """Batched `(x, y, sample_weight)` for the model the data was made for.
 
     Args:
@@ -72,6 +72,8 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
         there are fewer files than input pipelines) per pipeline.
       seed: shuffling and dynamic-masking seed.
       metadata: for files without a `metadata.json` (see `external_bert_metadata`).
+      skip_batches: batches of this pipeline to pass over first (a resumed training run's data position);
+        they are read but not decoded, and the order after them is the one an uninterrupted read gives.
       **expected: see `check_expectations`.
     """
     if metadata is None:
@@ -102,9 +104,31 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.enumerate().batch(batch_size, drop_remainder=True)
+    if skip_batches:
+        ds = ds.skip(skip_batches)
     ds = ds.map(_decoder(metadata, features, file_pattern, seed, pipeline_id),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def count_examples(metadata: dict, files: list[str]) -> int | None:
+    """Examples in `files` by the metadata's per-file counts (None when it has none)."""
+    per_file = metadata.get("examples_per_file")
+    if not per_file:
+        return None
+    return sum(per_file.get(os.path.basename(f), 0) for f in files)
+
+
+def find_corrupt_shard(files: list[str], compression: str = "") -> tuple[str, str] | None:
+    """Reads each file through; returns `(file, error)` for the first that does not read, else None. For
+    naming the culprit after a `DataLossError` in an interleaved read (whose message names no file)."""
+    for path in files:
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type=compression or None):
+                pass
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            return path, e.message.splitlines()[0]
+    return None
 
 
 def _dynamic_masker(metadata: dict, file_pattern: str, seed: int, pipeline_id: int):

@@ -1,0 +1,34 @@
+"""Small pieces the Transformer families share: activations by name, the initializer, FLOP counting."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="models")
+def gelu_approximate(x):
+    """GELU with the tanh approximation (google-research BERT's `gelu`, GPT-1)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+@keras.saving.register_keras_serializable(package="models")
+def gelu_exact(x):
+    """GELU with the error function (HuggingFace's `gelu`)."""
+    return keras.activations.gelu(x, approximate=False)
+
+
+ACTIVATIONS = {"gelu": gelu_exact, "gelu_approximate": gelu_approximate, "relu": "relu"}
+
+
+def activation(name: str):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"hidden_act must be one of {', '.join(ACTIVATIONS)}; got {name!r}")
+    return ACTIVATIONS[name]
+
+
+def initializer(stddev: float):
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def transformer_flops_per_token(num_layers: int, hidden: int, intermediate: int, seq_len: int) -> float:
+    """Forward matmul FLOPs per token of a Transformer stack: QKV + output projections (4 d^2), the MLP
+    (2 d f), attention scores and the weighted sum (2 T d), each multiply-add counted as 2 FLOPs."""
+    return 2.0 * num_layers * (4 * hidden * hidden + 2 * hidden * intermediate + 2 * seq_len * hidden)

@@ -1,0 +1,160 @@
+"""Training configuration, and `--set key=value` overrides checked against the config dataclasses.
+
+`TrainConfig` holds everything about optimisation and the loop; each model family keeps its own frozen
+config dataclass and presets beside the model (`models/bert.py`, `models/gpt.py`, `models/bilm.py`).
+`apply_overrides` reaches every field of both: a bare key (`batch_size`) when it names a field of exactly
+one of them, or a qualified one (`model.dropout`, `train.dropout`) always. An unknown key is an error
+that lists the valid ones; values are parsed to the field's type (`int`, `float`, `bool`, `str`, tuples).
+"""
+
+import dataclasses
+import json
+import typing
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """How to train. Defaults follow BERT's pretraining recipe, scaled for short runs.
+
+    Args:
+      batch_size: the global batch, over all replicas, per optimizer step (after accumulation).
+      train_steps: optimizer steps.
+      learning_rate: the peak learning rate, reached after `warmup_steps` of linear warm-up (a warm-up
+        longer than the run just never reaches the peak).
+      decay: `linear` | `polynomial` (with `decay_power`) | `constant`, from the peak to
+        `end_learning_rate_ratio` * peak at `train_steps`.
+      optimizer: `adamw` (BERT, GPT), `lamb` (large batches), `adagrad` (bilm-tf).
+      weight_decay: decoupled weight decay; never applied to biases, layer norms or embeddings' norms.
+      clip_norm: global-norm gradient clipping (0 = off).
+      accumulation_steps: micro-batches per optimizer step; each is `batch_size / accumulation_steps`.
+      steps_per_execution: optimizer steps per `tf.function` call (what TPUs want).
+      jit_compile: compile the step with XLA.
+      mixed_precision: `float32`, `mixed_bfloat16` (TPU, recent CPUs/GPUs) or `mixed_float16` (GPUs, with
+        dynamic loss scaling).
+      checkpoint_every: optimizer steps between checkpoints (a final one is always written).
+      log_every: optimizer steps between log lines and TensorBoard summaries.
+      eval_every: optimizer steps between evaluations when `--eval_data` is given (0 = only at the end).
+      eval_steps: batches per evaluation.
+      shuffle_buffer: records held by the reader's shuffle.
+      seed: weights' initialisation, dropout, data order and dynamic masking.
+    """
+
+    batch_size: int = 32
+    train_steps: int = 1000
+    learning_rate: float = 1e-4
+    warmup_steps: int = 100
+    decay: str = "linear"
+    decay_power: float = 1.0
+    end_learning_rate_ratio: float = 0.0
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    adagrad_initial_accumulator: float = 1.0
+    clip_norm: float = 1.0
+    accumulation_steps: int = 1
+    steps_per_execution: int = 10
+    jit_compile: bool = True
+    mixed_precision: str = "float32"
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    log_every: int = 50
+    eval_every: int = 0
+    eval_steps: int = 50
+    shuffle_buffer: int = 10_000
+    seed: int = 42
+
+    def __post_init__(self):
+        _check_choice("decay", self.decay, ("linear", "polynomial", "constant"))
+        _check_choice("optimizer", self.optimizer, ("adamw", "lamb", "adagrad"))
+        _check_choice("mixed_precision", self.mixed_precision, ("float32", "mixed_bfloat16", "mixed_float16"))
+        for name in ("batch_size", "train_steps", "accumulation_steps", "steps_per_execution",
+                     "checkpoint_every", "log_every", "eval_steps", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size % self.accumulation_steps:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of accumulation_steps "
+                             f"{self.accumulation_steps}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+
+
+def _check_choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+class OverrideError(ValueError):
+    """A `--set` override names no field, is ambiguous, or its value does not parse."""
+
+
+def parse_value(text: str, annotation):
+    """`text` -> a value of the dataclass field type `annotation`."""
+    if annotation is bool:
+        lowered = text.strip().lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"not a boolean: {text!r}")
+        return lowered in ("true", "1", "yes")
+    if annotation is int:
+        number = float(text)  # accepts 1e6
+        if number != int(number):
+            raise ValueError(f"not an integer: {text!r}")
+        return int(number)
+    if annotation in (float, str):
+        return annotation(text)
+    if typing.get_origin(annotation) is tuple:  # "1,2,3" or JSON "[[1, 32], [2, 32]]"
+        args = typing.get_args(annotation)
+        item = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+        raw = json.loads(text) if text.strip().startswith("[") else [t.strip() for t in text.split(",") if t.strip()]
+        if item in (bool, int, float, str):
+            return tuple(parse_value(str(v), item) for v in raw)
+        return tuple(tuple(v) if isinstance(v, list) else v for v in raw)
+    raise ValueError(f"cannot parse {annotation}")
+
+
+def apply_overrides(model_config, train_config: TrainConfig, overrides: list[str]):
+    """Applies `key=value` strings; returns the new `(model_config, train_config)`."""
+    targets = {"model": model_config, "train": train_config}
+    fields = {scope: {f.name: f for f in dataclasses.fields(obj)} for scope, obj in targets.items()}
+    changes = {"model": {}, "train": {}}
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        key = key.strip()
+        if not sep:
+            raise OverrideError(f"--set {override!r}: expected key=value")
+        scope, _, name = key.rpartition(".")
+        scopes = [scope] if scope else [s for s in fields if name in fields[s]]
+        if scope and scope not in fields or not scopes or any(name not in fields[s] for s in scopes):
+            raise OverrideError(f"--set {key}: unknown key. Valid keys: {valid_keys(model_config, train_config)}")
+        if len(scopes) > 1:
+            raise OverrideError(f"--set {key}: ambiguous, say model.{name} or train.{name}")
+        hints = typing.get_type_hints(type(targets[scopes[0]]))
+        try:
+            changes[scopes[0]][name] = parse_value(text, hints[name])
+        except (ValueError, json.JSONDecodeError) as e:
+            raise OverrideError(f"--set {key}={text}: {e}") from None
+    return (dataclasses.replace(model_config, **changes["model"]),
+            dataclasses.replace(train_config, **changes["train"]))
+
+
+def valid_keys(model_config, train_config) -> str:
+    return ", ".join([f"model.{f.name}" for f in dataclasses.fields(model_config)]
+                     + [f"train.{f.name}" for f in dataclasses.fields(train_config)])
+
+
+def to_json(config) -> dict:
+    return {"class": type(config).__name__, **dataclasses.asdict(config)}
+
+
+def from_json(cls, data: dict):
+    """Inverse of `to_json` (lists back to tuples)."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            v = data[f.name]
+            if typing.get_origin(hints[f.name]) is tuple:
+                v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
+            values[f.name] = v
+    return cls(**values)

@@ -1,0 +1,80 @@
+"""The three model families by name: their presets, configs and tasks, and `model_dir/config.json`.
+
+`config.json` is the contract between training and everything downstream (evaluation, export,
+fine-tuning, conversion): the model kind, its config, the training config, and the data it was trained
+on (sequence lengths, vocabulary size and sha256, casing). `vocab.txt` sits beside it.
+"""
+
+import importlib
+import json
+import os
+
+import tensorflow as tf
+
+from models import config as config_lib
+
+KINDS = ("bert", "gpt", "bilm")
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+
+
+def module(kind: str):
+    if kind not in KINDS:
+        raise ValueError(f"unknown model {kind!r}: use one of {', '.join(KINDS)}")
+    return importlib.import_module(f"models.{kind}")
+
+
+def presets(kind: str) -> dict[str, dict]:
+    return module(kind).PRESETS
+
+
+def preset_config(kind: str, preset: str, **fields):
+    """The model config of preset `preset` (e.g. `bert_tiny`) with `fields` set."""
+    table = presets(kind)
+    if preset not in table:
+        raise ValueError(f"unknown preset {preset!r} for {kind}: {', '.join(table)}")
+    return module(kind).CONFIG_CLASS(**{**table[preset], **fields})
+
+
+def make_task(kind: str, model_config, data: dict):
+    """`data`: the `data` section of config.json (sequence lengths from the training data)."""
+    mod = module(kind)
+    if kind == "bert":
+        return mod.TASK_CLASS(model_config, data["max_seq_length"], data["max_predictions_per_seq"])
+    return mod.TASK_CLASS(model_config, max_seq_length=data["max_seq_length"])
+
+
+def data_section(metadata: dict, train_data: str) -> dict:
+    """What config.json records about the training data, from its metadata.json."""
+    job = metadata["config"]
+    return {"train_data": train_data, "max_seq_length": job.get("max_seq_length"),
+            "max_predictions_per_seq": job.get("max_predictions_per_seq") if metadata["model"] == "bert" else None,
+            "lower_case": job.get("lower_case"), "vocab_size": metadata["vocab"]["size"],
+            "vocab_sha256": metadata["vocab"]["sha256"], "special_ids": metadata["vocab"].get("special_ids")}
+
+
+def write_config(model_dir: str, kind: str, preset: str, model_config, train_config, data: dict) -> None:
+    import keras
+    import keras_hub
+
+    payload = {"model": kind, "preset": preset, "model_config": config_lib.to_json(model_config),
+               "train_config": config_lib.to_json(train_config), "data": data,
+               "versions": {"tensorflow": tf.__version__, "keras": keras.__version__,
+                            "keras_hub": keras_hub.__version__}}
+    tf.io.gfile.makedirs(model_dir)
+    path = os.path.join(model_dir, CONFIG_FILE)
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        json.dump(payload, f, indent=2)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def read_config(model_dir: str) -> dict:
+    """config.json with `model_config` and `train_config` as dataclasses."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {model_dir}: not a model_dir written by models.train")
+    with tf.io.gfile.GFile(path) as f:
+        payload = json.load(f)
+    payload["model_config"] = config_lib.from_json(module(payload["model"]).CONFIG_CLASS, payload["model_config"])
+    payload["train_config"] = config_lib.from_json(config_lib.TrainConfig, payload["train_config"])
+    return payload

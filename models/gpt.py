@@ -1,0 +1,118 @@
+"""GPT (GPT-1): a left-to-right Transformer decoder language model, and its objective.
+
+Faithful to Radford et al. (2018): learned token and position embeddings, dropout, post-layer-norm
+decoder blocks (causal self-attention, no cross-attention) with GELU (tanh approximation), and the output
+layer tied to the token embedding (no bias). keras-hub's `TransformerDecoder` with `use_causal_mask=True`
+provides the blocks. Windows have no padding (the data job packs documents), so no padding mask is
+needed; a right-padded batch is still correct for the real positions, which never see later ones.
+
+Example:
+    task = GptTask(GptConfig(**PRESETS["gpt_tiny"], vocab_size=8000), max_seq_length=128)
+    model = task.build_model()
+    logits = model({"input_word_ids": ids})["logits"]  # [B, T, V]
+"""
+
+import dataclasses
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+from models import common
+from models.task import PretrainingTask, perplexity, ratio, weighted_cross_entropy
+
+
+@dataclasses.dataclass(frozen=True)
+class GptConfig:
+    vocab_size: int = 40478
+    num_layers: int = 12
+    hidden_size: int = 768
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_approximate"
+    dropout: float = 0.1
+    max_position_embeddings: int = 512
+    initializer_range: float = 0.02
+    layer_norm_epsilon: float = 1e-5
+
+    def __post_init__(self):
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+        common.activation(self.hidden_act)
+
+
+def _preset(layers: int, hidden: int, heads: int, context: int = 512) -> dict:
+    return {"num_layers": layers, "hidden_size": hidden, "num_heads": heads, "intermediate_size": 4 * hidden,
+            "max_position_embeddings": context}
+
+
+PRESETS = {
+    "gpt_tiny": _preset(2, 128, 2),
+    "gpt_mini": _preset(4, 256, 4),
+    "gpt_small": _preset(4, 512, 8),
+    "gpt_medium": _preset(8, 512, 8),
+    "gpt_base": _preset(12, 768, 12),
+    "gpt_gpt1": _preset(12, 768, 12, 512),  # GPT-1 as published (its 40k BPE vocab aside)
+}
+
+
+def build_decoder(config: GptConfig) -> keras.Model:
+    """ids [B, T] -> `hidden_states` [B, T, H] (last block) and next-token `logits` [B, T, V]."""
+    init = common.initializer(config.initializer_range)
+    ids = keras.Input((None,), dtype="int32", name="input_word_ids")
+    token_embedding = keras_hub.layers.ReversibleEmbedding(
+        config.vocab_size, config.hidden_size, embeddings_initializer=init, name="token_embedding")
+    tokens = token_embedding(ids)  # [B, T, H]
+    positions = keras_hub.layers.PositionEmbedding(
+        config.max_position_embeddings, initializer=init, name="position_embedding")(tokens)  # [B, T, H]
+    x = keras.layers.Add(name="embeddings_add")([tokens, positions])
+    x = keras.layers.Dropout(config.dropout, name="embeddings_dropout")(x)
+    for i in range(config.num_layers):
+        x = keras_hub.layers.TransformerDecoder(
+            intermediate_dim=config.intermediate_size, num_heads=config.num_heads, dropout=config.dropout,
+            activation=common.activation(config.hidden_act), layer_norm_epsilon=config.layer_norm_epsilon,
+            kernel_initializer=init, normalize_first=False, name=f"transformer_layer_{i}",
+        )(x, use_causal_mask=True)  # [B, T, H]
+    logits = token_embedding(x, reverse=True)  # [B, T, V]
+    return keras.Model(inputs={"input_word_ids": ids}, outputs={"hidden_states": x, "logits": logits},
+                       name="gpt")
+
+
+class GptTask(PretrainingTask):
+    """Next-token cross-entropy over every position."""
+
+    kind = "gpt"
+    config_class = GptConfig
+
+    def __init__(self, config: GptConfig, max_seq_length: int = 128):
+        super().__init__(config)
+        if max_seq_length > config.max_position_embeddings:
+            raise ValueError(f"max_seq_length {max_seq_length} exceeds max_position_embeddings "
+                             f"{config.max_position_embeddings}")
+        self.max_seq_length = max_seq_length
+
+    def build_model(self) -> keras.Model:
+        return build_decoder(self.config)
+
+    def loss_and_stats(self, model, x, y, sample_weight, training):
+        outputs = model({"input_word_ids": tf.cast(x["input_word_ids"], tf.int32)}, training=training)
+        loss_sum, correct, count = weighted_cross_entropy(y, outputs["logits"], sample_weight)  # [B, T, V]
+        return loss_sum / tf.maximum(count, 1e-5), {"lm_loss": (loss_sum, count), "lm_correct": (correct, count)}
+
+    def metrics(self, totals):
+        return {"loss": ratio(totals, "lm_loss"), "perplexity": perplexity(totals, "lm_loss"),
+                "accuracy": ratio(totals, "lm_correct")}
+
+    def data_expectations(self):
+        return {"model": "gpt", "max_seq_length": self.max_seq_length}
+
+    def tokens_per_example(self):
+        return self.max_seq_length
+
+    def flops_per_example(self):
+        c, t = self.config, self.max_seq_length
+        per_token = common.transformer_flops_per_token(c.num_layers, c.hidden_size, c.intermediate_size, t)
+        return 3.0 * t * (per_token + 2.0 * c.hidden_size * c.vocab_size)
+
+
+CONFIG_CLASS, TASK_CLASS = GptConfig, GptTask
