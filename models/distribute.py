@@ -54,7 +54,7 @@ def _tpu_strategy(tpu: str | None) -> tf.distribute.TPUStrategy:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:  # OSError: no GCE metadata server
         where = f"named {tpu!r}" if tpu else "attached to this machine (pass --tpu NAME or set TPU_NAME)"
         raise StrategyError(f"no TPU {where}: {e}") from None
     return tf.distribute.TPUStrategy(resolver)

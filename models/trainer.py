@@ -58,7 +58,11 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
+        # Keras 3 does not track its random seed generators' states (dropout) for tf.train.Checkpoint; saving
+        # them is what makes a resumed run draw the same dropout masks as an uninterrupted one.
+        rng_states = [v.value for v in self.model.non_trainable_variables if "seed_generator" in v.path]
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
+                                              rng_states=rng_states)
         save_dir = model_dir if self.chief else os.path.join(model_dir, f".worker_{distribute.worker_id(strategy)}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, save_dir, config.keep_checkpoints,
                                                   step_counter=self.step)

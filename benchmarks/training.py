@@ -1,0 +1,225 @@
+"""BERT pretraining throughput (tokens/s, MFU) of the project's training path and of a keras-hub reference.
+
+    .venv/bin/python -m benchmarks.training [--sizes tiny,mini,base] [--batch_size N] [--steps N] \\
+        [--steps_per_execution N] [--seq_length 128] [--repeats 2]
+
+Per size (`models.bert.PRESETS`), four runs in one process, with XLA on and off for each engine:
+  ours       `models.trainer.Trainer(BertTask(...), TrainConfig(...))` trained by `Trainer.train` on
+             `models.train.distributed_dataset` (the TFRecord reader) over TFRecords that
+             `tests.training_fixtures.write_dataset` writes (vocabulary 30522, `--seq_length`, 20 predictions);
+  reference  `keras_hub.models.BertBackbone` + `keras_hub.layers.MaskedLMHead` (tied to the token embedding,
+             GELU) + a 2-way next-sentence `Dense` on the pooled output, compiled with AdamW (same
+             hyper-parameters, global-norm clipping) and a weighted masked-LM accuracy, trained by Keras `fit`
+             on an in-memory `tf.data` dataset of the same examples.
+Same batch and `steps_per_execution` for both. Each run is warmed up (traced/compiled) once; then, `--repeats`
+times, the four runs take turns (ours and the reference alternating who goes first) and each trains
+`steps_per_execution + steps` steps, timed from the end of its first execution to the end of its last (so
+iterator start-up is excluded; the loop around the executions is included); the best repeat counts.
+Checkpoint writes are switched off (`Trainer.save`) since they are not per-step work.
+Tokens/s = examples/s x seq_length. MFU = examples/s x `BertTask.flops_per_example()` (the same formula for
+both, the architecture being the same) / the machine's float32 matmul peak, measured in this run (a
+square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from models import distribute  # noqa: E402
+from models.bert import PRESETS, BertConfig, BertTask  # noqa: E402
+from models.config import TrainConfig  # noqa: E402
+from models.train import distributed_dataset  # noqa: E402
+from models.trainer import Trainer  # noqa: E402
+from preprocessing import readers  # noqa: E402
+from tests.training_fixtures import write_dataset  # noqa: E402
+
+VOCAB, PREDICTIONS, EXAMPLES = 30522, 20, 1024
+# size -> (batch, timed steps, steps_per_execution) when not given on the command line
+DEFAULTS = {"tiny": (32, 20, 10), "mini": (16, 10, 5), "small": (16, 8, 4), "medium": (16, 4, 2),
+            "base": (8, 2, 1), "large": (4, 2, 1)}
+
+
+def matmul_peak_gflops(sizes=(1024, 2048, 4096), seconds: float = 1.0) -> float:
+    """Best float32 GFLOP/s of a square [n, n] x [n, n] matmul, XLA-compiled or not (oneDNN is faster on large
+    ones), over `sizes`, each timed 3 x ~`seconds`."""
+    best = 0.0
+    for jit in (True, False):
+        matmul = tf.function(tf.matmul, jit_compile=jit)
+        for n in sizes:
+            a, b = tf.random.normal([n, n]), tf.random.normal([n, n])
+            matmul(a, b).numpy()
+            start = time.perf_counter()
+            matmul(a, b).numpy()
+            iters = max(1, int(seconds / (time.perf_counter() - start)))
+            for _ in range(3):
+                start = time.perf_counter()
+                for _ in range(iters):
+                    c = matmul(a, b)
+                c.numpy()
+                best = max(best, 2.0 * n ** 3 * iters / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+class Ours:
+    """The project's Trainer on the TFRecord reader; `run(steps)` -> examples/s."""
+
+    def __init__(self, task, pattern, batch, spe, xla, model_dir):
+        config = TrainConfig(batch_size=batch, train_steps=spe, steps_per_execution=spe, jit_compile=xla,
+                             log_every=10 ** 9, checkpoint_every=10 ** 9, warmup_steps=0)
+        strategy = distribute.make_strategy("default")
+        self.trainer = Trainer(task, config, strategy, model_dir)
+        self.trainer.save = lambda: ""  # not per-step work (1.3 GB per save at base size)
+        self.dataset = distributed_dataset(strategy, pattern, task, config, training=True)
+        self.stamps, train_fn = [], self.trainer._make_train_fn()
+
+        def timed(iterator, steps):  # the Trainer's own compiled function, with a clock after each call
+            totals = train_fn(iterator, steps)
+            self.stamps.append(time.perf_counter())
+            return totals
+        self.trainer._train_fn = timed
+        self.batch, self.spe = batch, spe
+
+    def run(self, steps: int) -> float:
+        trainer = self.trainer
+        trainer.config = dataclasses.replace(trainer.config, train_steps=int(trainer.step.numpy()) + self.spe + steps)
+        self.stamps.clear()
+        trainer.train(self.dataset)
+        return steps * self.batch / (self.stamps[-1] - self.stamps[0]) if steps else 0.0
+
+
+class _Stamps(keras.callbacks.Callback):
+    def __init__(self, stamps):
+        super().__init__()
+        self.stamps = stamps
+
+    def on_train_batch_end(self, batch, logs=None):  # once per execution of `steps_per_execution` steps
+        self.stamps.append(time.perf_counter())
+
+
+def reference_model(config: BertConfig, seq_length: int, spe: int, xla: bool) -> keras.Model:
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_layers, num_heads=config.num_heads,
+        hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
+        max_sequence_length=config.max_position_embeddings)
+    inputs = {**backbone.input, "mask_positions": keras.Input((PREDICTIONS,), dtype="int32", name="mask_positions")}
+    encoded = backbone({k: inputs[k] for k in backbone.input})
+    mlm = keras_hub.layers.MaskedLMHead(token_embedding=backbone.token_embedding, intermediate_activation="gelu",
+                                        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+                                        name="mlm")(encoded["sequence_output"], mask_positions=inputs["mask_positions"])
+    nsp = keras.layers.Dense(2, name="nsp")(encoded["pooled_output"])
+    model = keras.Model(inputs, {"mlm": mlm, "nsp": nsp})
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+                  loss={"mlm": loss, "nsp": loss}, weighted_metrics={"mlm": [keras.metrics.SparseCategoricalAccuracy()]},
+                  steps_per_execution=spe, jit_compile=xla)
+    return model
+
+
+def reference_dataset(pattern: str, seq_length: int, batch: int) -> tf.data.Dataset:
+    """The same TFRecords, read once into memory, in keras-hub's input names, repeated and batched."""
+    x, y, w = next(iter(readers.make_dataset(pattern, EXAMPLES, shuffle=False, repeat=False)))
+    to32 = lambda t: tf.cast(t, tf.int32)  # noqa: E731
+    x = {"token_ids": to32(x["input_word_ids"]), "segment_ids": to32(x["input_type_ids"]),
+         "padding_mask": to32(x["input_mask"]), "mask_positions": to32(x["masked_lm_positions"])}
+    y = {"mlm": to32(y["mlm"]), "nsp": to32(tf.reshape(y["nsp"], [-1]))}
+    w = {"mlm": w["mlm"], "nsp": tf.reshape(w["nsp"], [-1])}
+    return tf.data.Dataset.from_tensor_slices((x, y, w)).repeat().batch(batch, drop_remainder=True).prefetch(2)
+
+
+class Reference:
+    """The keras-hub model trained by `fit`; `run(steps)` -> examples/s."""
+
+    def __init__(self, config, seq_length, dataset, batch, spe, xla):
+        self.model = reference_model(config, seq_length, spe, xla)
+        self.dataset, self.batch, self.spe, self.stamps = dataset, batch, spe, []
+
+    def run(self, steps: int) -> float:
+        self.stamps.clear()
+        self.model.fit(self.dataset, epochs=1, steps_per_epoch=self.spe + steps, verbose=0,
+                       callbacks=[_Stamps(self.stamps)])
+        return steps * self.batch / (self.stamps[-1] - self.stamps[0]) if steps else 0.0
+
+
+def bench_size(size, args, pattern, workdir) -> dict:
+    batch, steps, spe = DEFAULTS[size]
+    batch, steps = args.batch_size or batch, args.steps or steps
+    spe = args.steps_per_execution or min(spe, steps)
+    steps = -(-steps // spe) * spe  # whole executions
+    config = BertConfig(**PRESETS[f"bert_{size}"], vocab_size=VOCAB)
+    task = BertTask(config, args.seq_length, PREDICTIONS)
+    ref_data = reference_dataset(pattern, args.seq_length, batch)
+    engines, warmup = {}, {}
+    for xla in (True, False):
+        engines["ours", xla] = Ours(task, pattern, batch, spe, xla, os.path.join(workdir, f"{size}_{xla}"))
+        engines["reference", xla] = Reference(config, args.seq_length, ref_data, batch, spe, xla)
+    for key, engine in engines.items():
+        start = time.perf_counter()
+        engine.run(0)
+        warmup[key] = time.perf_counter() - start
+    rates = {key: [] for key in engines}
+    for repeat in range(args.repeats):
+        for xla in (True, False):
+            order = ("ours", "reference") if repeat % 2 == 0 else ("reference", "ours")
+            for name in order:
+                rates[name, xla].append(engines[name, xla].run(steps))
+    return {"batch": batch, "steps": steps, "steps_per_execution": spe, "flops_per_example": task.flops_per_example(),
+            "rates": rates, "warmup": warmup}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="tiny,mini,base", help=f"comma-separated, of {', '.join(DEFAULTS)}")
+    parser.add_argument("--batch_size", type=int, default=None, help="default: per size, " + str(
+        {k: v[0] for k, v in DEFAULTS.items()}))
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per repeat (default: per size)")
+    parser.add_argument("--steps_per_execution", type=int, default=None, help="default: per size, at most --steps")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+
+    peak = matmul_peak_gflops()
+    print(f"float32 matmul peak (best of XLA/oneDNN, n = 1024/2048/4096): {peak:,.1f} GFLOP/s; "
+          f"{os.cpu_count()} CPUs; seq {args.seq_length}, {PREDICTIONS} predictions, vocab {VOCAB}", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        pattern = write_dataset(os.path.join(workdir, "data"), "bert", examples=EXAMPLES, seq=args.seq_length,
+                                preds=PREDICTIONS, vocab_size=VOCAB, shards=4)
+        for size in sizes:
+            results[size] = bench_size(size, args, pattern, workdir)
+            keras.backend.clear_session()
+            print(f"{size} done: {json.dumps({f'{n}_xla_{x}': [round(r, 1) for r in v] for (n, x), v in results[size]['rates'].items()})}",
+                  flush=True)
+    peak = max(peak, matmul_peak_gflops())  # once more at the end: the machine is shared
+
+    print(f"\n{'size':<6} {'XLA':<4} {'batch':>5} {'steps':>5} {'ours tok/s':>11} {'ref tok/s':>10} "
+          f"{'ours MFU':>8} {'ref MFU':>8} {'ours/ref':>8} {'warm-up s ours/ref':>19}")
+    summary = {"peak_gflops": round(peak, 1), "seq_length": args.seq_length}
+    for size, r in results.items():
+        for xla in (True, False):
+            ours, ref = max(r["rates"]["ours", xla]), max(r["rates"]["reference", xla])
+            mfu = lambda rate: 100.0 * rate * r["flops_per_example"] / (peak * 1e9)  # noqa: E731
+            tag = f"{size}_{'xla' if xla else 'noxla'}"
+            print(f"{size:<6} {'on' if xla else 'off':<4} {r['batch']:>5} {r['steps']:>5} "
+                  f"{ours * args.seq_length:>11,.0f} {ref * args.seq_length:>10,.0f} {mfu(ours):>7.1f}% "
+                  f"{mfu(ref):>7.1f}% {ours / ref:>8.2f} "
+                  f"{r['warmup']['ours', xla]:>9.1f}/{r['warmup']['reference', xla]:.1f}")
+            summary.update({f"{tag}_ours_tokens_per_s": round(ours * args.seq_length),
+                            f"{tag}_ref_tokens_per_s": round(ref * args.seq_length),
+                            f"{tag}_ours_mfu": round(mfu(ours), 2), f"{tag}_ref_mfu": round(mfu(ref), 2),
+                            f"{tag}_ratio": round(ours / ref, 3)})
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
