@@ -170,3 +170,20 @@ def test_asking_for_a_missing_tpu_fails_fast():
     with pytest.raises(StrategyError, match="no TPU"):
         make_strategy("tpu", tpu="no-such-tpu-here")
     assert time.time() - start < 60
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains(policy, data, tmp_path):
+    import keras
+    try:
+        trainer, dataset = _trainer("bert", data, str(tmp_path / policy), mixed_precision=policy, train_steps=3,
+                                    jit_compile=True)
+        trainer.train(dataset)
+        assert trainer.model.get_layer("bert_encoder").get_layer("transformer_layer_0").compute_dtype == \
+            policy.split("_")[1]
+        assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)
+        assert all(np.isfinite(r["loss"]) for r in _history(trainer.model_dir).values())
+        if policy == "mixed_float16":
+            assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    finally:
+        keras.config.set_dtype_policy("float32")
