@@ -11,12 +11,15 @@ Per size (`models.bert.PRESETS`), four runs in one process, with XLA on and off 
              GELU) + a 2-way next-sentence `Dense` on the pooled output, compiled with AdamW (same
              hyper-parameters, global-norm clipping) and a weighted masked-LM accuracy, trained by Keras `fit`
              on an in-memory `tf.data` dataset of the same examples.
-Same batch and `steps_per_execution` for both. Each run is warmed up (traced/compiled) once; then, `--repeats`
-times, the four runs take turns (ours and the reference alternating who goes first) and each trains
-`steps_per_execution + steps` steps, timed from the end of its first execution to the end of its last (so
-iterator start-up is excluded; the loop around the executions is included); the best repeat counts.
+Same batch and `steps_per_execution` for both. `--repeats` times, the four runs take turns (ours and the
+reference alternating who goes first) and each trains `steps_per_execution + steps` steps, timed from the end
+of its first execution to the end of its last (so tracing, XLA compilation and iterator start-up are excluded;
+the loop around the executions is included); the best repeat counts. The first execution of the first repeat
+(tracing + compiling + one execution) is reported too.
 Checkpoint writes are switched off (`Trainer.save`) since they are not per-step work.
-Tokens/s = examples/s x seq_length. MFU = examples/s x `BertTask.flops_per_example()` (the same formula for
+Tokens/s = examples/s x seq_length (wall clock). Tokens per CPU-second (`time.process_time()`, all threads)
+is printed beside it: on a shared machine it moves much less than wall time when other jobs take cores, so
+its ratio is the steadier comparison. MFU = examples/s x `BertTask.flops_per_example()` (the same formula for
 both, the architecture being the same) / the machine's float32 matmul peak, measured in this run (a
 square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object.
 """
@@ -32,7 +35,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from models import distribute  # noqa: E402
@@ -45,11 +47,11 @@ from tests.training_fixtures import write_dataset  # noqa: E402
 
 VOCAB, PREDICTIONS, EXAMPLES = 30522, 20, 1024
 # size -> (batch, timed steps, steps_per_execution) when not given on the command line
-DEFAULTS = {"tiny": (32, 20, 10), "mini": (16, 10, 5), "small": (16, 8, 4), "medium": (16, 4, 2),
-            "base": (8, 2, 1), "large": (4, 2, 1)}
+DEFAULTS = {"tiny": (32, 10, 5), "mini": (16, 5, 5), "small": (16, 4, 4), "medium": (8, 2, 2),
+            "base": (4, 1, 1), "large": (2, 1, 1)}
 
 
-def matmul_peak_gflops(sizes=(1024, 2048, 4096), seconds: float = 1.0) -> float:
+def matmul_peak_gflops(sizes=(1024, 2048, 4096), seconds: float = 0.5) -> float:
     """Best float32 GFLOP/s of a square [n, n] x [n, n] matmul, XLA-compiled or not (oneDNN is faster on large
     ones), over `sizes`, each timed 3 x ~`seconds`."""
     best = 0.0
@@ -70,6 +72,21 @@ def matmul_peak_gflops(sizes=(1024, 2048, 4096), seconds: float = 1.0) -> float:
     return best
 
 
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _timed(train, stamps: list, examples: int) -> tuple[float, float, float]:
+    """Runs `train`, which appends `_clocks()` to `stamps` after each execution -> (examples per second and
+    per CPU-second after the first execution, seconds to the end of the first execution: tracing,
+    compiling, iterator start-up)."""
+    stamps.clear()
+    start = time.perf_counter()
+    train()
+    (wall0, cpu0), (wall1, cpu1) = stamps[0], stamps[-1]
+    return examples / (wall1 - wall0), examples / (cpu1 - cpu0), wall0 - start
+
+
 class Ours:
     """The project's Trainer on the TFRecord reader; `run(steps)` -> examples/s."""
 
@@ -84,17 +101,15 @@ class Ours:
 
         def timed(iterator, steps):  # the Trainer's own compiled function, with a clock after each call
             totals = train_fn(iterator, steps)
-            self.stamps.append(time.perf_counter())
+            self.stamps.append(_clocks())
             return totals
         self.trainer._train_fn = timed
         self.batch, self.spe = batch, spe
 
-    def run(self, steps: int) -> float:
+    def run(self, steps: int) -> tuple[float, float, float]:
         trainer = self.trainer
         trainer.config = dataclasses.replace(trainer.config, train_steps=int(trainer.step.numpy()) + self.spe + steps)
-        self.stamps.clear()
-        trainer.train(self.dataset)
-        return steps * self.batch / (self.stamps[-1] - self.stamps[0]) if steps else 0.0
+        return _timed(lambda: trainer.train(self.dataset), self.stamps, steps * self.batch)
 
 
 class _Stamps(keras.callbacks.Callback):
@@ -103,10 +118,10 @@ class _Stamps(keras.callbacks.Callback):
         self.stamps = stamps
 
     def on_train_batch_end(self, batch, logs=None):  # once per execution of `steps_per_execution` steps
-        self.stamps.append(time.perf_counter())
+        self.stamps.append(_clocks())
 
 
-def reference_model(config: BertConfig, seq_length: int, spe: int, xla: bool) -> keras.Model:
+def reference_model(config: BertConfig, spe: int, xla: bool) -> keras.Model:
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_layers, num_heads=config.num_heads,
         hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
@@ -120,12 +135,13 @@ def reference_model(config: BertConfig, seq_length: int, spe: int, xla: bool) ->
     model = keras.Model(inputs, {"mlm": mlm, "nsp": nsp})
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
-                  loss={"mlm": loss, "nsp": loss}, weighted_metrics={"mlm": [keras.metrics.SparseCategoricalAccuracy()]},
+                  loss={"mlm": loss, "nsp": loss},
+                  weighted_metrics={"mlm": [keras.metrics.SparseCategoricalAccuracy()]},
                   steps_per_execution=spe, jit_compile=xla)
     return model
 
 
-def reference_dataset(pattern: str, seq_length: int, batch: int) -> tf.data.Dataset:
+def reference_dataset(pattern: str, batch: int) -> tf.data.Dataset:
     """The same TFRecords, read once into memory, in keras-hub's input names, repeated and batched."""
     x, y, w = next(iter(readers.make_dataset(pattern, EXAMPLES, shuffle=False, repeat=False)))
     to32 = lambda t: tf.cast(t, tf.int32)  # noqa: E731
@@ -139,15 +155,13 @@ def reference_dataset(pattern: str, seq_length: int, batch: int) -> tf.data.Data
 class Reference:
     """The keras-hub model trained by `fit`; `run(steps)` -> examples/s."""
 
-    def __init__(self, config, seq_length, dataset, batch, spe, xla):
-        self.model = reference_model(config, seq_length, spe, xla)
+    def __init__(self, config, dataset, batch, spe, xla):
+        self.model = reference_model(config, spe, xla)
         self.dataset, self.batch, self.spe, self.stamps = dataset, batch, spe, []
 
-    def run(self, steps: int) -> float:
-        self.stamps.clear()
-        self.model.fit(self.dataset, epochs=1, steps_per_epoch=self.spe + steps, verbose=0,
-                       callbacks=[_Stamps(self.stamps)])
-        return steps * self.batch / (self.stamps[-1] - self.stamps[0]) if steps else 0.0
+    def run(self, steps: int) -> tuple[float, float, float]:
+        return _timed(lambda: self.model.fit(self.dataset, epochs=1, steps_per_epoch=self.spe + steps, verbose=0,
+                                             callbacks=[_Stamps(self.stamps)]), self.stamps, steps * self.batch)
 
 
 def bench_size(size, args, pattern, workdir) -> dict:
@@ -157,21 +171,18 @@ def bench_size(size, args, pattern, workdir) -> dict:
     steps = -(-steps // spe) * spe  # whole executions
     config = BertConfig(**PRESETS[f"bert_{size}"], vocab_size=VOCAB)
     task = BertTask(config, args.seq_length, PREDICTIONS)
-    ref_data = reference_dataset(pattern, args.seq_length, batch)
-    engines, warmup = {}, {}
+    ref_data = reference_dataset(pattern, batch)
+    engines = {}
     for xla in (True, False):
         engines["ours", xla] = Ours(task, pattern, batch, spe, xla, os.path.join(workdir, f"{size}_{xla}"))
-        engines["reference", xla] = Reference(config, args.seq_length, ref_data, batch, spe, xla)
-    for key, engine in engines.items():
-        start = time.perf_counter()
-        engine.run(0)
-        warmup[key] = time.perf_counter() - start
-    rates = {key: [] for key in engines}
-    for repeat in range(args.repeats):
+        engines["reference", xla] = Reference(config, ref_data, batch, spe, xla)
+    rates, warmup = {key: [] for key in engines}, {}
+    for repeat in range(args.repeats):  # the first execution of the first repeat traces and compiles
         for xla in (True, False):
-            order = ("ours", "reference") if repeat % 2 == 0 else ("reference", "ours")
-            for name in order:
-                rates[name, xla].append(engines[name, xla].run(steps))
+            for name in ("ours", "reference") if repeat % 2 == 0 else ("reference", "ours"):
+                *rate, first = engines[name, xla].run(steps)
+                rates[name, xla].append(rate)
+                warmup.setdefault((name, xla), first)
     return {"batch": batch, "steps": steps, "steps_per_execution": spe, "flops_per_example": task.flops_per_example(),
             "rates": rates, "warmup": warmup}
 
@@ -198,26 +209,26 @@ def main(argv=None) -> None:
         for size in sizes:
             results[size] = bench_size(size, args, pattern, workdir)
             keras.backend.clear_session()
-            print(f"{size} done: {json.dumps({f'{n}_xla_{x}': [round(r, 1) for r in v] for (n, x), v in results[size]['rates'].items()})}",
-                  flush=True)
+            rates = {f"{n}_xla_{x}": [round(r[0], 1) for r in v] for (n, x), v in results[size]["rates"].items()}
+            print(f"{size}: examples/s per repeat {json.dumps(rates)}", flush=True)
     peak = max(peak, matmul_peak_gflops())  # once more at the end: the machine is shared
 
-    print(f"\n{'size':<6} {'XLA':<4} {'batch':>5} {'steps':>5} {'ours tok/s':>11} {'ref tok/s':>10} "
-          f"{'ours MFU':>8} {'ref MFU':>8} {'ours/ref':>8} {'warm-up s ours/ref':>19}")
+    print(f"\n{'size':<5} {'XLA':<3} {'batch':>5} {'steps':>5} {'ours tok/s':>10} {'ref tok/s':>9} {'ours MFU':>8} "
+          f"{'ref MFU':>7} {'ours/ref':>8} {'tok/CPU-s ours/ref':>18} {'ratio':>5} {'1st exec s':>10}")
     summary = {"peak_gflops": round(peak, 1), "seq_length": args.seq_length}
     for size, r in results.items():
         for xla in (True, False):
-            ours, ref = max(r["rates"]["ours", xla]), max(r["rates"]["reference", xla])
+            (ours, _), (ref, _) = (max(r["rates"][name, xla]) for name in ("ours", "reference"))
+            ours_cpu, ref_cpu = (max(c for _, c in r["rates"][name, xla]) for name in ("ours", "reference"))
             mfu = lambda rate: 100.0 * rate * r["flops_per_example"] / (peak * 1e9)  # noqa: E731
-            tag = f"{size}_{'xla' if xla else 'noxla'}"
-            print(f"{size:<6} {'on' if xla else 'off':<4} {r['batch']:>5} {r['steps']:>5} "
-                  f"{ours * args.seq_length:>11,.0f} {ref * args.seq_length:>10,.0f} {mfu(ours):>7.1f}% "
-                  f"{mfu(ref):>7.1f}% {ours / ref:>8.2f} "
-                  f"{r['warmup']['ours', xla]:>9.1f}/{r['warmup']['reference', xla]:.1f}")
-            summary.update({f"{tag}_ours_tokens_per_s": round(ours * args.seq_length),
-                            f"{tag}_ref_tokens_per_s": round(ref * args.seq_length),
+            tag, t = f"{size}_{'xla' if xla else 'noxla'}", args.seq_length
+            print(f"{size:<5} {'on' if xla else 'off':<3} {r['batch']:>5} {r['steps']:>5} {ours * t:>10,.0f} "
+                  f"{ref * t:>9,.0f} {mfu(ours):>7.1f}% {mfu(ref):>6.1f}% {ours / ref:>8.2f} "
+                  f"{ours_cpu * t:>9,.0f}/{ref_cpu * t:<8,.0f} {ours_cpu / ref_cpu:>5.2f} "
+                  f"{r['warmup']['ours', xla]:>4.0f}/{r['warmup']['reference', xla]:<4.0f}")
+            summary.update({f"{tag}_ours_tokens_per_s": round(ours * t), f"{tag}_ref_tokens_per_s": round(ref * t),
                             f"{tag}_ours_mfu": round(mfu(ours), 2), f"{tag}_ref_mfu": round(mfu(ref), 2),
-                            f"{tag}_ratio": round(ours / ref, 3)})
+                            f"{tag}_ratio": round(ours / ref, 3), f"{tag}_cpu_ratio": round(ours_cpu / ref_cpu, 3)})
     print(json.dumps(summary))
 
 

@@ -198,7 +198,7 @@ class Trainer:
                 return metrics
         finally:
             self._restore_signal_handlers()
-        if eval_dataset is not None:
+        if eval_dataset is not None and not (cfg.eval_every and step % cfg.eval_every == 0):
             self._log_eval(writers, step, self.evaluate(eval_dataset, cfg.eval_steps))
         return metrics
 

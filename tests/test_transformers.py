@@ -149,3 +149,19 @@ def test_gpt_output_is_tied_to_the_token_embedding(tiny_gpt):
 def test_sequence_longer_than_positions_is_refused():
     with pytest.raises(ValueError, match="max_position_embeddings"):
         gpt.GptTask(gpt.GptConfig(**{**gpt.PRESETS["gpt_tiny"], "max_position_embeddings": 64}), max_seq_length=128)
+
+
+def test_weighted_cross_entropy_counts_argmax_hits_and_weights():
+    from models.task import weighted_cross_entropy
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=(3, 4, 9)).astype(np.float32)
+    labels = rng.integers(0, 9, (3, 4))
+    labels[0, :2] = logits[0, :2].argmax(-1)  # some sure hits
+    weights = rng.integers(0, 2, (3, 4)).astype(np.float32)
+    weights[0, :2] = 1.0
+    loss, correct, count = weighted_cross_entropy(labels, logits, weights)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    assert float(loss) == pytest.approx(-(np.take_along_axis(logp, labels[..., None], -1)[..., 0] * weights).sum(),
+                                        rel=1e-5)
+    assert float(correct) == ((logits.argmax(-1) == labels) * weights).sum() >= 2
+    assert float(count) == weights.sum()
