@@ -1,7 +1,7 @@
 """Do the models learn? Brief pretraining on the real corpus, evaluation on held-out text, against the
 baselines a model that learned nothing about context would reach.
 
-    python -m benchmarks.model_quality [--work_dir .cache/model_quality] [--steps 600] [--models bert,gpt,bilm]
+    python -m benchmarks.model_quality [--work_dir .cache/model_quality] [--steps N] [--models bert,gpt,bilm]
 
 Runs the product end to end, each step a real command: `pipeline.vocab` learns an 8k WordPiece vocabulary
 from `../shared/data/corpus/pretrain.txt.gz`; `pipeline.pretraining_data` writes TFRecords for each model from
@@ -31,7 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
 CORPUS = {"pretrain": os.path.join(DATA, "corpus", "pretrain.txt.gz"),
           "heldout": os.path.join(DATA, "corpus", "heldout.txt.gz")}
-TRAIN_FLAGS = {"batch_size": 32, "learning_rate": 1e-3, "log_every": 100, "steps_per_execution": 50}
+TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}
+# Per model: optimizer steps and peak learning rate of the brief run (warm-up: a tenth of the steps).
+RECIPES = {"bert": (1000, 2e-3), "gpt": (600, 1e-3), "bilm": (1000, 2e-3)}
 
 
 def _run(args: list[str]) -> str:
@@ -82,9 +84,11 @@ def unigram_baseline(train_pattern: str, heldout_pattern: str, kind: str, vocab_
             "targets": int(heldout.size)}
 
 
-def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int) -> dict:
+def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | None = None) -> dict:
+    steps, learning_rate = (steps or RECIPES[kind][0]), RECIPES[kind][1]
     model_dir = os.path.join(work_dir, f"run-{kind}-{steps}")
-    flags = {**TRAIN_FLAGS, "train_steps": steps, "warmup_steps": steps // 10, "checkpoint_every": steps}
+    flags = {**TRAIN_FLAGS, "train_steps": steps, "learning_rate": learning_rate, "warmup_steps": steps // 10,
+             "checkpoint_every": steps}
     start = time.time()
     _run(["models.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
           "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
@@ -100,7 +104,7 @@ def _seq_length(pattern: str) -> int:
         return json.load(f)["config"]["max_seq_length"]
 
 
-def run(work_dir: str, steps: int, kinds: list[str]) -> dict:
+def run(work_dir: str, kinds: list[str], steps: int | None = None) -> dict:
     os.makedirs(work_dir, exist_ok=True)
     results = {}
     for kind in kinds:
@@ -131,10 +135,10 @@ def report(results: dict) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", default=os.path.join(ROOT, ".cache", "model_quality"))
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=int, default=None, help=f"default per model: {RECIPES}")
     parser.add_argument("--models", default="bert,gpt,bilm")
     args = parser.parse_args(argv)
-    results = run(args.work_dir, args.steps, args.models.split(","))
+    results = run(args.work_dir, args.models.split(","), args.steps)
     report(results)
     print(json.dumps(results))
 

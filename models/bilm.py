@@ -95,10 +95,11 @@ class BiLMConfig:
 _ELMO = {"cell_clip": 3.0, "proj_clip": 3.0, "dropout": 0.1}  # bilm-tf's clips and dropout
 # small, medium, original: the published ELMo models (13.6M, 28.0M, 93.6M parameters without the softmax).
 PRESETS: dict[str, dict] = {
-    "bilm_tiny": dict(char_embedding_dim=8, filters=((1, 8), (2, 8), (3, 16)), n_highway=1, projection_dim=32,
-                      cell_size=64, lstm_projection_dim=32, softmax="full", **_ELMO),
-    "bilm_mini": dict(filters=ELMO_FILTERS[:5], n_highway=1, projection_dim=128, cell_size=512,
-                      lstm_projection_dim=128, softmax="full", **_ELMO),
+    # tiny and mini: for tests, demos and short runs (tiny's 128-wide states match bert_tiny's hidden size).
+    "bilm_tiny": dict(char_embedding_dim=16, filters=ELMO_FILTERS[:4], n_highway=1, projection_dim=128,
+                      cell_size=512, lstm_projection_dim=128, softmax="full", **_ELMO),
+    "bilm_mini": dict(filters=ELMO_FILTERS[:5], n_highway=1, projection_dim=256, cell_size=1024,
+                      lstm_projection_dim=256, softmax="full", **_ELMO),
     "bilm_small": dict(filters=ELMO_FILTERS, n_highway=1, projection_dim=128, cell_size=1024,
                        lstm_projection_dim=128, softmax="full", **_ELMO),
     "bilm_medium": dict(filters=ELMO_FILTERS, n_highway=1, projection_dim=256, cell_size=2048,

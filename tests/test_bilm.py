@@ -20,7 +20,9 @@ V = 50  # softmax vocabulary of the tiny models
 
 
 def tiny(**overrides) -> BiLMConfig:
-    return BiLMConfig(**{**PRESETS["bilm_tiny"], "vocab_size": V, **overrides})
+    micro = dict(char_embedding_dim=8, filters=((1, 8), (2, 8), (3, 16)), n_highway=1, projection_dim=32,
+                 cell_size=64, lstm_projection_dim=32, softmax="full", cell_clip=3.0, proj_clip=3.0, dropout=0.1)
+    return BiLMConfig(**{**micro, "vocab_size": V, **overrides})
 
 
 def char_ids(rng, batch, steps, lengths=None):
