@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 CORPUS ?=
 VOCAB_SIZE ?= 8000
+DEMO_STEPS ?= 300
 PYTEST_ARGS ?=
 
 .PHONY: demo test bench clean
@@ -17,7 +18,7 @@ $(STAMP): requirements.txt requirements-test.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m pipeline.demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) $(if $(CORPUS),--corpus '$(CORPUS)')
+	$(PY) -m pipeline.demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

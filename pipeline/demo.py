@@ -8,8 +8,12 @@ Steps, each reusing its output when the inputs are unchanged:
   3. tokenization: the whole corpus through the project's tokenizer, ids written to `tokens.txt`, with
      coverage figures ([UNK] rate, pieces per word);
   4. pretraining data: the Beam job `pipeline.pretraining_data` for BERT, GPT and the biLM, TFRecords under
-     `data/<model>/`, checked by reading one batch back through the tf.data reader.
-Later stages of the product (training, export, serving) extend this driver.
+     `data/<model>/`, checked by reading one batch back through the tf.data reader;
+  5. pretraining: `models.train` for bert_tiny, gpt_tiny and bilm_tiny (`--demo_steps` steps each) into
+     `runs/<model>/`; an interrupted run resumes, a finished one is reused;
+  6. evaluation: `models.evaluate` on the training data (the demo keeps no held-out split; see
+     `benchmarks/model_quality.py` for held-out figures).
+Later stages of the product (export, serving) extend this driver.
 """
 
 import argparse
@@ -107,12 +111,55 @@ def make_pretraining_data(corpus: str, vocab_path: str, data_dir: str) -> dict:
     return {model: meta["examples"] for model, meta in results.items()}
 
 
+# Brief-run recipe per model: peak learning rate (warm-up: a tenth of the steps), batch 32.
+LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
+
+
+def train_models(data_dir: str, runs_dir: str, steps: int) -> dict:
+    """Pretrains each tiny model (resuming or reusing `runs/<model>`), then evaluates it; returns metrics."""
+    results = {}
+    for model, learning_rate in LEARNING_RATES.items():
+        pattern = os.path.join(data_dir, model, f"{model}-*.tfrecord")
+        model_dir = os.path.join(runs_dir, model)
+        _drop_if_other_data(model_dir, data_dir, model)
+        flags = {"train_steps": steps, "batch_size": 32, "learning_rate": learning_rate,
+                 "warmup_steps": max(steps // 10, 1), "log_every": max(steps // 5, 1), "checkpoint_every": 100,
+                 "steps_per_execution": 25}
+        cmd = [sys.executable, "-m", "models.train", "--model", model, "--preset", f"{model}_tiny",
+               "--train_data", pattern, "--model_dir", model_dir,
+               *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]]
+        print("$ " + " ".join(cmd), flush=True)
+        started = time.time()
+        subprocess.run(cmd, check=True, cwd=_ROOT)
+        seconds = time.time() - started
+        evaluation = subprocess.run([sys.executable, "-m", "models.evaluate", "--model_dir", model_dir,
+                                     "--eval_data", pattern, "--steps", "20"],
+                                    check=True, cwd=_ROOT, capture_output=True, text=True)
+        metrics = json.loads(evaluation.stdout.strip().splitlines()[-1])
+        print(f"{model}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
+        results[model] = {"model_dir": model_dir, "train_seconds": round(seconds, 1), **metrics}
+    return results
+
+
+def _drop_if_other_data(model_dir: str, data_dir: str, model: str) -> None:
+    """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
+    config_path = os.path.join(model_dir, "config.json")
+    meta_path = os.path.join(data_dir, model, "metadata.json")
+    if os.path.exists(config_path):
+        trained_on = json.load(open(config_path))["data"]["vocab_sha256"]
+        if trained_on != json.load(open(meta_path))["vocab"]["sha256"]:
+            import shutil
+            print(f"{model_dir} was trained on other data: starting afresh")
+            shutil.rmtree(model_dir)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--demo_dir", default="demo_output")
     parser.add_argument("--corpus", default="", help="file pattern of your own text (default: Shakespeare)")
     parser.add_argument("--cache_dir", default=os.path.join(_ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--demo_steps", type=int, default=300, help="pretraining steps per model")
     args = parser.parse_args(argv)
     os.makedirs(args.demo_dir, exist_ok=True)
     started = time.time()
@@ -139,6 +186,9 @@ def main(argv=None) -> int:
     stats = tokenize_corpus(corpus, vocab_path, tokens_path)
     _step("4. pretraining data (Beam, local runner)")
     examples = make_pretraining_data(corpus, vocab_path, os.path.join(args.demo_dir, "data"))
+    _step(f"5. pretraining ({args.demo_steps} steps per model) and 6. evaluation")
+    trained = train_models(os.path.join(args.demo_dir, "data"), os.path.join(args.demo_dir, "runs"),
+                           args.demo_steps)
 
     summary = {
         "corpus": corpus, "corpus_mb": round(size / 1e6, 2), "vocab": vocab_path, "tokens": tokens_path,
@@ -147,6 +197,11 @@ def main(argv=None) -> int:
         "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),
         **{f"{model}_examples": n for model, n in examples.items()},
         "data": os.path.join(args.demo_dir, "data"),
+        "bert_mlm_accuracy": round(trained["bert"]["mlm_accuracy"], 4),
+        "gpt_perplexity": round(trained["gpt"]["perplexity"], 1),
+        "bilm_perplexity": round(trained["bilm"]["perplexity"], 1),
+        **{f"{model}_train_seconds": r["train_seconds"] for model, r in trained.items()},
+        "runs": os.path.join(args.demo_dir, "runs"),
         "wall_seconds": round(time.time() - started, 1),
     }
     with open(os.path.join(args.demo_dir, "summary.json"), "w") as f:
