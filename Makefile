@@ -27,6 +27,8 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.tokenization
 	$(PY) -m benchmarks.vocab_learning
 	$(PY) -m benchmarks.pretraining_data
+	$(PY) -m benchmarks.training
+	$(PY) -m benchmarks.model_quality
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

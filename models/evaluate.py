@@ -65,6 +65,7 @@ def evaluate(model_dir: str, eval_data: str, steps: int | None = None, batch_siz
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-checkpoint "Sharding callback" lines
     args = parse_args(argv)
     try:
         strategy = distribute.make_strategy(args.strategy, args.tpu)

@@ -97,6 +97,7 @@ def distributed_dataset(strategy, pattern: str, task, train_config, *, training:
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-checkpoint "Sharding callback" lines
     args = parse_args(argv)
     try:
         model_config, train_config, data = resolve(args)
