@@ -136,7 +136,7 @@ class BiLM(keras.Model):
       >>> model = BiLM(BiLMConfig.from_preset("bilm_tiny", vocab_size=100))
       >>> out = model({"char_ids": tf.ones([2, 5, 50], tf.int32)})
       >>> out["lstm_outputs2"].shape, model.softmax(out["forward"]).shape
-      (TensorShape([2, 5, 64]), TensorShape([2, 5, 100]))
+      (TensorShape([2, 5, 256]), TensorShape([2, 5, 100]))
     """
 
     def __init__(self, config: BiLMConfig, **kwargs):

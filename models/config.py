@@ -3,7 +3,7 @@
 `TrainConfig` holds everything about optimisation and the loop; each model family keeps its own frozen
 config dataclass and presets beside the model (`models/bert.py`, `models/gpt.py`, `models/bilm.py`).
 `apply_overrides` reaches every field of both: a bare key (`batch_size`) when it names a field of exactly
-one of them, or a qualified one (`model.dropout`, `train.dropout`) always. An unknown key is an error
+one of them, or a qualified one (`model.dropout`, `train.seed`) always. An unknown key is an error
 that lists the valid ones; values are parsed to the field's type (`int`, `float`, `bool`, `str`, tuples).
 """
 

@@ -14,7 +14,7 @@ from models.config import TrainConfig
 
 # Keras 3 variable names (`variable.name` is the short name) exempt from weight decay: biases (incl. the
 # MLM head's `output_bias`), layer-norm scales and offsets, and ScalarMix's weights.
-NO_DECAY = ["bias", "gamma", "beta", "scalar_mix"]
+NO_DECAY = ["bias", "gamma", "beta", "scalar_weights"]
 
 
 @keras.saving.register_keras_serializable(package="models")
