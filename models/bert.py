@@ -43,9 +43,7 @@ class BertConfig:
     layer_norm_epsilon: float = 1e-12
 
     def __post_init__(self):
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
-        common.activation(self.hidden_act)
+        common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
 def _preset(layers: int, hidden: int, heads: int) -> dict:

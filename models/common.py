@@ -24,6 +24,13 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
+def check_transformer_shape(hidden_size: int, num_heads: int, hidden_act: str) -> None:
+    """The checks every Transformer config makes in `__post_init__`."""
+    if hidden_size % num_heads:
+        raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
+    activation(hidden_act)
+
+
 def initializer(stddev: float):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
