@@ -78,3 +78,16 @@ def read_config(model_dir: str) -> dict:
     payload["model_config"] = config_lib.from_json(module(payload["model"]).CONFIG_CLASS, payload["model_config"])
     payload["train_config"] = config_lib.from_json(config_lib.TrainConfig, payload["train_config"])
     return payload
+
+
+def load_model(model_dir: str):
+    """Rebuilds the model of `model_dir` from its config.json and restores the latest checkpoint's weights
+    (not the optimizer). Returns `(task, model, config)`; for export, fine-tuning and conversion."""
+    saved = read_config(model_dir)
+    latest = tf.train.latest_checkpoint(model_dir)
+    if not latest:
+        raise FileNotFoundError(f"no checkpoint in {model_dir}")
+    task = make_task(saved["model"], saved["model_config"], saved["data"])
+    model = task.build_model()
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial().assert_existing_objects_matched()
+    return task, model, saved
