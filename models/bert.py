@@ -46,18 +46,14 @@ class BertConfig:
         common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
-def _preset(layers: int, hidden: int, heads: int) -> dict:
-    return {"num_layers": layers, "hidden_size": hidden, "num_heads": heads, "intermediate_size": 4 * hidden}
-
-
 # The sizes of google-research/bert's released models (the 24 small BERTs and base/large).
 PRESETS = {
-    "bert_tiny": _preset(2, 128, 2),
-    "bert_mini": _preset(4, 256, 4),
-    "bert_small": _preset(4, 512, 8),
-    "bert_medium": _preset(8, 512, 8),
-    "bert_base": _preset(12, 768, 12),
-    "bert_large": _preset(24, 1024, 16),
+    "bert_tiny": common.transformer_preset(2, 128, 2),
+    "bert_mini": common.transformer_preset(4, 256, 4),
+    "bert_small": common.transformer_preset(4, 512, 8),
+    "bert_medium": common.transformer_preset(8, 512, 8),
+    "bert_base": common.transformer_preset(12, 768, 12),
+    "bert_large": common.transformer_preset(24, 1024, 16),
 }
 
 
@@ -167,4 +163,4 @@ class BertTask(PretrainingTask):
         return 3.0 * (encoder + heads)  # backward = 2x forward
 
 
-CONFIG_CLASS, TASK_CLASS = BertConfig, BertTask
+TASK_CLASS = BertTask  # what models.families looks up

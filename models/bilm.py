@@ -293,4 +293,4 @@ class BiLMTask(task_lib.PretrainingTask):
         return self.max_seq_length
 
 
-CONFIG_CLASS, TASK_CLASS = BiLMConfig, BiLMTask
+TASK_CLASS = BiLMTask  # what models.families looks up

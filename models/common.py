@@ -31,6 +31,12 @@ def check_transformer_shape(hidden_size: int, num_heads: int, hidden_act: str) -
     activation(hidden_act)
 
 
+def transformer_preset(layers: int, hidden: int, heads: int, **fields) -> dict:
+    """A preset's fields: `layers` blocks of width `hidden` with `heads` heads and a 4x MLP."""
+    return {"num_layers": layers, "hidden_size": hidden, "num_heads": heads, "intermediate_size": 4 * hidden,
+            **fields}
+
+
 def initializer(stddev: float):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 

@@ -54,7 +54,10 @@ def evaluate(model_dir: str, eval_data: str, steps: int | None = None, batch_siz
     if full_batches == 0:
         raise readers.DataMismatchError(f"{eval_data}: {available} examples, fewer than one batch of "
                                         f"{train_config.batch_size}")
-    steps = min(s for s in (steps, full_batches) if s) if (steps or full_batches) else 100
+    if full_batches is None:  # no per-file counts (files this project did not write)
+        steps = steps or 100
+    else:
+        steps = min(steps or full_batches, full_batches)
     trainer = Trainer(task, train_config, strategy, model_dir)
     step = trainer.restore()
     dataset = distributed_dataset(strategy, eval_data, task, train_config, training=False,

@@ -33,7 +33,7 @@ def preset_config(kind: str, preset: str, **fields):
     table = presets(kind)
     if preset not in table:
         raise ValueError(f"unknown preset {preset!r} for {kind}: {', '.join(table)}")
-    return module(kind).CONFIG_CLASS(**{**table[preset], **fields})
+    return module(kind).TASK_CLASS.config_class(**{**table[preset], **fields})
 
 
 def make_task(kind: str, model_config, data: dict):
@@ -75,7 +75,8 @@ def read_config(model_dir: str) -> dict:
         raise FileNotFoundError(f"no {CONFIG_FILE} in {model_dir}: not a model_dir written by models.train")
     with tf.io.gfile.GFile(path) as f:
         payload = json.load(f)
-    payload["model_config"] = config_lib.from_json(module(payload["model"]).CONFIG_CLASS, payload["model_config"])
+    payload["model_config"] = config_lib.from_json(module(payload["model"]).TASK_CLASS.config_class,
+                                                 payload["model_config"])
     payload["train_config"] = config_lib.from_json(config_lib.TrainConfig, payload["train_config"])
     return payload
 

@@ -39,18 +39,14 @@ class GptConfig:
         common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
-def _preset(layers: int, hidden: int, heads: int, context: int = 512) -> dict:
-    return {"num_layers": layers, "hidden_size": hidden, "num_heads": heads, "intermediate_size": 4 * hidden,
-            "max_position_embeddings": context}
-
-
 PRESETS = {
-    "gpt_tiny": _preset(2, 128, 2),
-    "gpt_mini": _preset(4, 256, 4),
-    "gpt_small": _preset(4, 512, 8),
-    "gpt_medium": _preset(8, 512, 8),
-    "gpt_base": _preset(12, 768, 12),
-    "gpt_gpt1": _preset(12, 768, 12, 512),  # GPT-1 as published (its 40k BPE vocab aside)
+    "gpt_tiny": common.transformer_preset(2, 128, 2),
+    "gpt_mini": common.transformer_preset(4, 256, 4),
+    "gpt_small": common.transformer_preset(4, 512, 8),
+    "gpt_medium": common.transformer_preset(8, 512, 8),
+    "gpt_base": common.transformer_preset(12, 768, 12),
+    # GPT-1 as published (its 40k BPE vocabulary aside: the data's vocabulary sets vocab_size)
+    "gpt_gpt1": common.transformer_preset(12, 768, 12, max_position_embeddings=512),
 }
 
 
@@ -113,4 +109,4 @@ class GptTask(PretrainingTask):
         return 3.0 * t * (per_token + 2.0 * c.hidden_size * c.vocab_size)
 
 
-CONFIG_CLASS, TASK_CLASS = GptConfig, GptTask
+TASK_CLASS = GptTask  # what models.families looks up

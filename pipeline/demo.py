@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -148,7 +149,6 @@ def _drop_if_other_data(model_dir: str, data_dir: str, model: str) -> None:
     if os.path.exists(config_path):
         trained_on = json.load(open(config_path))["data"]["vocab_sha256"]
         if trained_on != json.load(open(meta_path))["vocab"]["sha256"]:
-            import shutil
             print(f"{model_dir} was trained on other data: starting afresh")
             shutil.rmtree(model_dir)
 

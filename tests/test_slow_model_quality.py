@@ -3,6 +3,7 @@ context-free baselines on held-out text (`heldout.txt.gz`). Runs the real comman
 `benchmarks.model_quality` (vocabulary job, data job, models.train, models.evaluate) and prints the figures."""
 
 import json
+import os
 
 import pytest
 
@@ -13,7 +14,7 @@ from tests.conftest import HELDOUT, PRETRAIN
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     for path in (PRETRAIN, HELDOUT):
-        if not __import__("os").path.exists(path):
+        if not os.path.exists(path):
             pytest.fail(f"shared data missing: {path} (set SHARED_DATA)")
     out = model_quality.run(str(tmp_path_factory.mktemp("quality")), ["bert", "gpt", "bilm"])
     model_quality.report(out)
