@@ -27,7 +27,8 @@ def _bert_inputs(rng, batch=2, seq=12, vocab=50):
     ids = rng.integers(5, vocab, (batch, seq))
     mask = np.ones((batch, seq), np.int64)
     mask[1, 8:] = 0
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": (np.arange(seq) >= 6).astype(np.int64)[None].repeat(batch, 0),
+    types = (np.arange(seq) >= 6).astype(np.int64)[None].repeat(batch, 0)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
             "masked_lm_positions": np.array([[1, 4, 7], [2, 3, 0]])}
 
 
