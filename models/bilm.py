@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from models import task as task_lib
-from models.bilm_layers import CharCNNEncoder, ProjectedLSTM
+from models.bilm_layers import CharCNNEncoder, ProjectedLSTM, track_by_name
 from models.bilm_softmax import SAMPLERS, LMSoftmax
 from preprocessing.elmo_chars import CHAR_VOCAB_SIZE, MAX_CHARACTERS_PER_TOKEN
 
@@ -146,6 +146,7 @@ class BiLM(keras.Model):
                                        config.char_embedding_dim, CHAR_VOCAB_SIZE, name="char_cnn")
         self.forward_lstms = [self._lstm(f"forward_lstm_{i}") for i in range(config.n_lstm_layers)]
         self.backward_lstms = [self._lstm(f"backward_lstm_{i}") for i in range(config.n_lstm_layers)]
+        track_by_name(self, self.forward_lstms + self.backward_lstms)
         self.dropout = keras.layers.Dropout(config.dropout, name="dropout")
         self.softmax = LMSoftmax(config.vocab_size, config.num_sampled if config.softmax == "sampled" else 0,
                                  config.sampler, name="softmax")

@@ -28,6 +28,14 @@ BILM_TF_NAMES = {
 }
 
 
+def track_by_name(layer, sublayers) -> None:
+    """Makes each of `sublayers` an attribute of `layer` under its name. Keras 3 layers held only in a Python
+    list are invisible to `tf.train.Checkpoint`'s object graph: their weights would be saved through the
+    optimizer alone, and restoring the model without the optimizer (export, fine-tuning) would skip them."""
+    for sublayer in sublayers:
+        setattr(layer, sublayer.name, sublayer)
+
+
 @keras.saving.register_keras_serializable(package="models")
 class Highway(keras.layers.Layer):
     """bilm-tf's highway layer: `g * relu(x W_t + b_t) + (1 - g) * x`, `g = sigmoid(x W_c + b_c)`.
@@ -41,11 +49,14 @@ class Highway(keras.layers.Layer):
 
     def build(self, input_shape):
         dim = input_shape[-1]
-        normal = keras.initializers.RandomNormal(stddev=float(np.sqrt(1.0 / dim)))
-        self.carry_kernel = self.add_weight(name="carry_kernel", shape=(dim, dim), initializer=normal)
+        # One initializer object per weight: an unseeded Keras 3 initializer called twice returns the same values.
+        def normal():
+            return keras.initializers.RandomNormal(stddev=float(np.sqrt(1.0 / dim)))
+
+        self.carry_kernel = self.add_weight(name="carry_kernel", shape=(dim, dim), initializer=normal())
         self.carry_bias = self.add_weight(name="carry_bias", shape=(dim,),
                                           initializer=keras.initializers.Constant(self.carry_bias_init))
-        self.transform_kernel = self.add_weight(name="transform_kernel", shape=(dim, dim), initializer=normal)
+        self.transform_kernel = self.add_weight(name="transform_kernel", shape=(dim, dim), initializer=normal())
         self.transform_bias = self.add_weight(name="transform_bias", shape=(dim,), initializer="zeros")
 
     def call(self, x):  # [..., F]
@@ -84,10 +95,11 @@ class CharCNNEncoder(keras.layers.Layer):
         self.char_embed = keras.layers.Embedding(
             char_vocab_size, char_embedding_dim, name="char_embed",
             embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0))
-        uniform = keras.initializers.RandomUniform(-0.05, 0.05)
-        self.convolutions = [keras.layers.Conv1D(channels, width, padding="valid", kernel_initializer=uniform,
-                                                 name=f"cnn_{i}") for i, (width, channels) in enumerate(self.filters)]
+        self.convolutions = [keras.layers.Conv1D(channels, width, padding="valid", name=f"cnn_{i}",
+                                                 kernel_initializer=keras.initializers.RandomUniform(-0.05, 0.05))
+                             for i, (width, channels) in enumerate(self.filters)]
         self.highways = [Highway(name=f"highway_{i}") for i in range(n_highway)]
+        track_by_name(self, self.convolutions + self.highways)
         n_filters = sum(c for _, c in self.filters)
         self.projection = keras.layers.Dense(
             projection_dim, name="projection",
@@ -169,12 +181,14 @@ class ProjectedLSTM(keras.layers.Layer):
 
     def build(self, input_shape):
         self.input_dim = int(input_shape[-1])
-        uniform = keras.initializers.RandomUniform(-0.05, 0.05)  # bilm-tf's LSTMCell initializer
+        def uniform():  # bilm-tf's LSTMCell initializer; one object per weight (see Highway.build)
+            return keras.initializers.RandomUniform(-0.05, 0.05)
+
         self.kernel = self.add_weight(name="kernel", shape=(self.input_dim + self.projection_dim, 4 * self.units),
-                                      initializer=uniform)
+                                      initializer=uniform())
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         self.projection = self.add_weight(name="projection", shape=(self.units, self.projection_dim),
-                                          initializer=uniform)
+                                          initializer=uniform())
 
     def call(self, inputs, mask=None):  # inputs [B, T, D]
         kernel = tf.convert_to_tensor(self.kernel)
