@@ -21,6 +21,17 @@ def tiny_vocabulary(size: int) -> Vocabulary:
     return Vocabulary(SPECIALS + tuple(f"w{i}" for i in range(len(SPECIALS), size)))
 
 
+def text_vocabulary(texts: list[str]) -> Vocabulary:
+    """A small real vocabulary for `texts`: the specials, their lower-cased words and punctuation, and
+    every character as a word start and as a `##` continuation (so no word becomes [UNK])."""
+    import re
+
+    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
+    chars = sorted({c for w in words for c in w})
+    entries = list(SPECIALS) + words + [c for c in chars if c not in words] + [f"##{c}" for c in chars]
+    return Vocabulary(tuple(entries))
+
+
 def _counting(rng, rows: int, length: int, vocab_size: int) -> np.ndarray:
     first = len(SPECIALS)
     starts = rng.integers(0, vocab_size - first, size=(rows, 1))
@@ -53,10 +64,11 @@ def _columns(kind, rng, n, seq, preds, vocab):
 
 
 def write_dataset(directory: str, kind: str, *, examples: int = 64, seq: int = 16, preds: int = 4,
-                  vocab_size: int = 40, shards: int = 2, seed: int = 0) -> str:
-    """Writes the dataset; returns the file pattern to train on."""
+                  vocab_size: int = 40, shards: int = 2, seed: int = 0, vocab: Vocabulary | None = None) -> str:
+    """Writes the dataset (over `vocab`, default a tiny synthetic one of `vocab_size` entries); returns the
+    file pattern to train on."""
     os.makedirs(directory, exist_ok=True)
-    vocab = tiny_vocabulary(vocab_size)
+    vocab = vocab or tiny_vocabulary(vocab_size)
     vocab.write(os.path.join(directory, "vocab.txt"))
     job = {"model": kind, "max_seq_length": seq, "max_predictions_per_seq": preds, "masking": "static",
            "lower_case": True, "whole_word_mask": False}
