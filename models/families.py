@@ -81,6 +81,27 @@ def read_config(model_dir: str) -> dict:
     return payload
 
 
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not hold the weights of the model built from config.json."""
+
+
+def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:
+    """Restores `path` into `checkpoint`, every existing object matched, or raises `CheckpointMismatchError`
+    with a readable reason (Keras' own assertion prints whole weight tensors). `partial`: the checkpoint
+    may hold more than `checkpoint` asks for (e.g. the optimizer when only the model is restored)."""
+    status = checkpoint.restore(path)
+    if partial:
+        status.expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as e:
+        reason = str(e).split("\n")[0][:300]
+        raise CheckpointMismatchError(
+            f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
+            f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
+            f"checkpoints miss the character CNN and LSTM layers: retrain it") from None
+
+
 def load_model(model_dir: str):
     """Rebuilds the model of `model_dir` from its config.json and restores the latest checkpoint's weights
     (not the optimizer). Returns `(task, model, config)`; for export, fine-tuning and conversion."""
@@ -90,5 +111,5 @@ def load_model(model_dir: str):
         raise FileNotFoundError(f"no checkpoint in {model_dir}")
     task = make_task(saved["model"], saved["model_config"], saved["data"])
     model = task.build_model()
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial().assert_existing_objects_matched()
+    restore(tf.train.Checkpoint(model=model), latest, partial=True)
     return task, model, saved

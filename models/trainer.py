@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from models import distribute, optimization
+from models import distribute, families, optimization
 from models.config import TrainConfig
 from models.task import PretrainingTask
 
@@ -75,7 +75,7 @@ class Trainer:
         """Restores the latest checkpoint in `model_dir` if there is one; returns the step."""
         latest = tf.train.latest_checkpoint(self.model_dir)
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            families.restore(self.checkpoint, latest)
             log.info("restored %s (step %d)", latest, int(self.step.numpy()))
         return int(self.step.numpy())
 

@@ -12,14 +12,18 @@ Steps, each reusing its output when the inputs are unchanged:
   5. pretraining: `models.train` for bert_tiny, gpt_tiny and bilm_tiny (`--demo_steps` steps each) into
      `runs/<model>/`; an interrupted run resumes, a finished one is reused;
   6. evaluation: `models.evaluate` on the training data (the demo keeps no held-out split; see
-     `benchmarks/model_quality.py` for held-out figures).
-Later stages of the product (export, serving) extend this driver.
+     `benchmarks/model_quality.py` for held-out figures);
+  7. export: `serving.export` for each model into `export/<model>/` (TF-Hub modules under `hub/`, a TF
+     Serving version folder under `serving/`), redone only when the model has a newer checkpoint;
+  8. serving: the local TF Serving-compatible server (`serving.server`) over all three exports (one
+     `export/models.config`), asked for BERT embeddings, ELMo vectors and a GPT continuation over REST.
 """
 
 import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,6 +146,84 @@ def train_models(data_dir: str, runs_dir: str, steps: int) -> dict:
     return results
 
 
+def export_models(runs: dict, export_root: str) -> dict:
+    """Exports each trained model to `export_root/<model>/` unless its latest checkpoint is already exported;
+    returns model -> TF Serving base path."""
+    bases = {}
+    for model, run in runs.items():
+        export_dir = os.path.join(export_root, model)
+        stamp_path = os.path.join(export_dir, "exported_from.json")
+        latest = _latest_checkpoint(run["model_dir"])
+        base = os.path.join(os.path.abspath(export_dir), "serving", model)
+        if os.path.exists(stamp_path) and json.load(open(stamp_path)).get("checkpoint") == latest:
+            print(f"{model}: {export_dir} is up to date (checkpoint {os.path.basename(latest)})")
+        else:
+            cmd = [sys.executable, "-m", "serving.export", "--model_dir", run["model_dir"], "--export_dir", export_dir]
+            print("$ " + " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=True, cwd=_ROOT)
+            with open(stamp_path, "w") as f:
+                json.dump({"checkpoint": latest}, f)
+        bases[model] = base
+    return bases
+
+
+def _latest_checkpoint(model_dir: str) -> str:
+    with open(os.path.join(model_dir, "checkpoint")) as f:
+        return f.readline().split(":", 1)[1].strip().strip('"')
+
+
+DEMO_QUERIES = ["The bank raised its interest rates.", "They sat on the bank of the river."]
+GPT_PROMPT = "To be, or not to be:"
+
+
+def serve_and_query(bases: dict, config_path: str) -> dict:
+    """Starts `serving.server` over the exports, sends one request per model through the REST client,
+    stops it; returns what came back (sizes, the GPT text, latencies)."""
+    from serving.client import RestClient
+    from serving.model_config import write_model_config_list
+
+    write_model_config_list(config_path, sorted(bases.items()))
+    cmd = [sys.executable, "-m", "serving.server", "--model_config_file", config_path, "--rest_api_port", "0",
+           "--port", "0"]
+    print("$ " + " ".join(cmd), flush=True)
+    server = subprocess.Popen(cmd, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in server.stdout:
+            print("  server: " + line.rstrip(), flush=True)
+            match = re.search(r"REST (http://\S+)", line)
+            if match:
+                url = match.group(1)
+                break
+        if url is None:
+            raise RuntimeError(f"the server exited with status {server.wait()} before serving")
+        client = RestClient(url)
+        answers = {}
+        started = time.time()
+        bert = client.predict("bert", instances=DEMO_QUERIES)["predictions"]
+        answers["bert_ms"] = round(1000 * (time.time() - started), 1)
+        answers["bert_pooled_dim"] = len(bert[0]["pooled_output"])
+        started = time.time()
+        elmo = client.predict("bilm", instances=DEMO_QUERIES)["predictions"]
+        answers["bilm_ms"] = round(1000 * (time.time() - started), 1)
+        answers["bilm_default_dim"] = len(elmo[0]["default"])
+        started = time.time()
+        gpt = client.predict("gpt", signature_name="generate", inputs={
+            "prompt": [GPT_PROMPT], "max_new_tokens": 24, "top_k": 20, "temperature": 0.8, "seed": 1})["outputs"]
+        answers["gpt_ms"] = round(1000 * (time.time() - started), 1)
+        answers["gpt_continuation"] = f"{GPT_PROMPT} {gpt['text'][0]}"
+        print(f"POST {url}/v1/models/bert:predict {DEMO_QUERIES} -> 2 x pooled_output[{answers['bert_pooled_dim']}], "
+              f"{answers['bert_ms']} ms")
+        print(f"POST {url}/v1/models/bilm:predict -> 2 x ELMo default[{answers['bilm_default_dim']}], "
+              f"{answers['bilm_ms']} ms")
+        print(f"POST {url}/v1/models/gpt:predict (generate, top-20 sampling) -> {answers['gpt_continuation']!r}, "
+              f"{answers['gpt_ms']} ms")
+        return answers
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
 def _drop_if_other_data(model_dir: str, data_dir: str, model: str) -> None:
     """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
     config_path = os.path.join(model_dir, "config.json")
@@ -190,6 +272,12 @@ def main(argv=None) -> int:
     trained = train_models(os.path.join(args.demo_dir, "data"), os.path.join(args.demo_dir, "runs"),
                            args.demo_steps)
 
+    _step("7. export (TF-Hub modules and TF Serving version folders)")
+    export_root = os.path.join(args.demo_dir, "export")
+    bases = export_models(trained, export_root)
+    _step("8. serving (the local TF Serving-compatible server, queried over REST)")
+    answers = serve_and_query(bases, os.path.join(os.path.abspath(export_root), "models.config"))
+
     summary = {
         "corpus": corpus, "corpus_mb": round(size / 1e6, 2), "vocab": vocab_path, "tokens": tokens_path,
         **stats,
@@ -202,6 +290,7 @@ def main(argv=None) -> int:
         "bilm_perplexity": round(trained["bilm"]["perplexity"], 1),
         **{f"{model}_train_seconds": r["train_seconds"] for model, r in trained.items()},
         "runs": os.path.join(args.demo_dir, "runs"),
+        "export": export_root, **answers,
         "wall_seconds": round(time.time() - started, 1),
     }
     with open(os.path.join(args.demo_dir, "summary.json"), "w") as f:

@@ -72,7 +72,6 @@ class BertPreprocessor(tf.train.Checkpoint):
     def __init__(self, tokenizer, seq_length: int, vocab_file: tf.saved_model.Asset):
         super().__init__(tokenizer=tokenizer, vocab_file=vocab_file)
         cls_id, sep_id = tokenizer.special_ids["[CLS]"], tokenizer.special_ids["[SEP]"]
-        self.seq_length = tf.constant(seq_length, tf.int32)  # saved as a constant the module reports
         strings = tf.TensorSpec([None], tf.string, name="text")
 
         @tf.function(input_signature=[strings])

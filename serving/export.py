@@ -10,7 +10,9 @@ Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint,
   - `<export_dir>/serving/<model_name>/<version>/`: the text-in SavedModel for TF Serving with
     `assets.extra/tf_serving_warmup_requests` (from `--warmup_text`'s first lines, or built-in sentences);
     the version defaults to one more than the highest present, and an existing version is never replaced;
-  - `<export_dir>/serving/models.config`: TF Serving's `model_config_list` for every model under serving/.
+  - `<export_dir>/serving/models.config`: TF Serving's `model_config_list` for every model under serving/
+    (absolute paths), and `models.container.config`, the same for the `tensorflow/serving` container with
+    serving/ mounted at /models.
 Every SavedModel is written to a temporary folder, checked (only ops that stock TF Serving links; the
 serving model's warm-up requests replayed), then renamed into place, so a failed export leaves nothing
 that looks finished. Exit status 2 for bad input (no checkpoint, vocabulary mismatch, existing version),
@@ -29,6 +31,9 @@ SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
                 "The children play football in the park after school.")
 MAX_WARMUP_TEXTS = 8
 MODEL_CONFIG_FILE = "models.config"
+# The same list for the tensorflow/serving container, with serving/ mounted at /models.
+CONTAINER_CONFIG_FILE = "models.container.config"
+CONTAINER_ROOT = "/models"
 
 
 class ExportError(RuntimeError):
@@ -111,24 +116,14 @@ def family_exports(kind: str, model, tokenizer, saved: dict, vocab_path: str, sc
     return family.exports(model, tokenizer, seq, vocab_path, options), family.warmup_requests
 
 
-def replay_warmup(saved_model_dir: str) -> int:
-    """Loads the SavedModel and runs every warm-up request through its signature (as TF Serving does at
-    load time); returns how many ran."""
-    import tensorflow as tf
+def replay_warmup(saved_model_dir: str, model_name: str, version: int) -> None:
+    """Loads the SavedModel as the local server (and TF Serving) does, warm-up requests replayed."""
+    from serving.inference import Servable, ServingError
 
-    from serving.warmup import WARMUP_FILE, read_warmup_requests
-
-    loaded = tf.saved_model.load(saved_model_dir)
-    requests = read_warmup_requests(os.path.join(saved_model_dir, WARMUP_FILE))
-    for request in requests:
-        fn = loaded.signatures[request.model_spec.signature_name or "serving_default"]
-        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
-        try:
-            fn(**inputs)
-        except (tf.errors.OpError, TypeError, ValueError) as e:
-            raise ExportError(f"warm-up request for signature {request.model_spec.signature_name!r} failed: "
-                              f"{str(e).splitlines()[0]}", code=3) from e
-    return len(requests)
+    try:
+        Servable.load(model_name, version, saved_model_dir)
+    except ServingError as e:
+        raise ExportError(f"the TF Serving model does not load: {e.message.splitlines()[0][:500]}", code=3) from e
 
 
 def export(model_dir: str, export_dir: str, version: int | None = None, warmup_text: str | None = None,
@@ -181,7 +176,7 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
 
                 def verify(tmp):
                     check_ops(tmp)
-                    replay_warmup(tmp)
+                    replay_warmup(tmp, model_name, version)
 
                 staged = os.path.join(staging, "serving")
                 saved_models.stage(spec, staged, {warmup.WARMUP_FILE: warmup.tfrecord_bytes(records)}, verify=verify)
@@ -200,6 +195,8 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
                    and not d.startswith("."))
     config_path = os.path.join(serving_root, MODEL_CONFIG_FILE)
     write_model_config_list(config_path, [(name, os.path.join(serving_root, name)) for name in names])
+    write_model_config_list(os.path.join(serving_root, CONTAINER_CONFIG_FILE),
+                            [(name, f"{CONTAINER_ROOT}/{name}") for name in names])
     result["model_config"] = config_path
     log(f"model_config_list: {config_path} ({', '.join(names)})")
     return result

@@ -25,10 +25,11 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
+from serving.warmup import WARMUP_FILE
+
 PREDICT, CLASSIFY, REGRESS = ("tensorflow/serving/predict", "tensorflow/serving/classify",
                               "tensorflow/serving/regress")
 DEFAULT_SIGNATURE = "serving_default"
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000
 MAX_BATCH_ROWS = 1024
 importlib.import_module("tensorflow_text")  # registers the TF-Text ops that serving graphs use

@@ -187,6 +187,8 @@ def test_serving_layout_warmup_records_and_model_config(runs):
         assert len(requests) == 2 and all(r.model_spec.name == kind for r in requests)
         entries = read_model_config_list(os.path.join(export_dir, "serving", export.MODEL_CONFIG_FILE))
         assert [(e.name, e.base_path) for e in entries] == [(kind, os.path.join(export_dir, "serving", kind))]
+        container = read_model_config_list(os.path.join(export_dir, "serving", export.CONTAINER_CONFIG_FILE))
+        assert [(e.name, e.base_path) for e in container] == [(kind, f"/models/{kind}")]
         card = open(os.path.join(export_dir, "hub", "encoder" if kind == "bert" else "module", "README.md")).read()
         assert card.startswith(f"# Module {kind}/") and "<!-- format: saved_model_2 -->" in card
         assert os.path.exists(os.path.join(export_dir, "hub", "preprocessor" if kind == "bert" else "module",
@@ -276,3 +278,59 @@ def test_the_local_server_answers_with_the_exports(runs):
         elmo = client.predict("bilm", instances=TEXTS)["predictions"]
         assert [len(r["default"]) for r in elmo] == [256] * len(TEXTS)
         assert [r["sequence_len"] for r in elmo] == [len(t.split()) for t in TEXTS]
+
+
+def test_the_bert_preprocessor_packs_like_tf_hubs(runs):
+    model_dir, export_dir = runs["bert"]
+    preprocessor = tf.saved_model.load(os.path.join(export_dir, "hub", "preprocessor"))
+    encoder = tf.saved_model.load(os.path.join(export_dir, "hub", "encoder"))
+    a = preprocessor.tokenize(tf.constant(["the bank raised its interest rates", "a"]))  # [B, (words), (pieces)]
+    b = preprocessor.tokenize(tf.constant(["the river", "play"]))
+    assert a.shape.rank == 3 and a.dtype == tf.int32
+    packed = preprocessor.bert_pack_inputs([a, b], seq_length=8)
+    cls, sep = 2, 3
+    first = packed["input_word_ids"][0].numpy().tolist()
+    a0, b0 = a[0].merge_dims(0, 1).numpy().tolist(), b[0].merge_dims(0, 1).numpy().tolist()
+    assert first == [cls, *a0[:3], sep, *b0[:2], sep]  # round robin: 5 pieces shared 3 + 2
+    assert packed["input_type_ids"][0].numpy().tolist() == [0] * 5 + [1] * 3
+    assert packed["input_mask"][1].numpy().tolist() == [1] * 5 + [0] * 3
+    one = preprocessor.bert_pack_inputs([a.merge_dims(1, 2)], seq_length=tf.constant(6))
+    assert one["input_word_ids"].shape == (2, 6)
+    default = preprocessor(tf.constant(["x"]))
+    assert default["input_word_ids"].shape == (1, families.read_config(model_dir)["data"]["max_seq_length"])
+    inputs = {**dict(packed), "masked_lm_positions": tf.constant([[1, 2], [1, 2]], tf.int32)}
+    mlm = encoder.mlm(inputs)
+    assert mlm["mlm_logits"].shape == (2, 2, len(open(os.path.join(export_dir, "hub", "encoder", "assets",
+                                                                    "vocab.txt")).read().split()))
+    np.testing.assert_allclose(mlm["pooled_output"], encoder(dict(packed))["pooled_output"], atol=ATOL)
+
+
+@pytest.mark.slow
+def test_served_tokenization_equals_the_beam_jobs_on_real_text(tmp_path, bert_vocab_path):
+    """A GPT export over the real BERT vocabulary tokenizes a real document exactly as the Beam job did
+    when it made the training windows."""
+    from pipeline import pretraining_data
+    from tests.conftest import HELDOUT, read_corpus_lines
+
+    lines = read_corpus_lines(HELDOUT)[:400]
+    corpus = tmp_path / "doc.txt"
+    corpus.write_text("\n".join(lines) + "\n")  # one document
+    seq = 64
+    assert pretraining_data.run(["--input", str(corpus), "--vocab", bert_vocab_path, "--output_dir",
+                                 str(tmp_path / "gpt"), "--model", "gpt", "--max_seq_length", str(seq),
+                                 "--runner", "FnApiRunner"]) == 0
+    files = sorted(str(p) for p in (tmp_path / "gpt").glob("gpt-*.tfrecord"))
+    spec = {"input_ids": tf.io.FixedLenFeature([seq + 1], tf.int64)}
+    beam = {tuple(tf.io.parse_single_example(r, spec)["input_ids"].numpy()) for r in tf.data.TFRecordDataset(files)}
+
+    vocab = Vocabulary.from_file(bert_vocab_path)
+    pattern = write_dataset(str(tmp_path / "data"), "gpt", vocab=vocab, seq=seq, examples=16)
+    model_dir = str(tmp_path / "run")
+    assert train.main(["--model", "gpt", "--preset", "gpt_tiny", "--train_data", pattern, "--model_dir", model_dir,
+                       "--set", "train_steps=1", "--set", "batch_size=8", "--set", "jit_compile=false"]) == 0
+    assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "export")]) == 0
+    module = tf.saved_model.load(str(tmp_path / "export" / "hub" / "module"))
+    served = module.tokenize(tf.constant(lines)).flat_values.numpy().tolist() + [vocab.id_of("[SEP]")]
+    windows = {tuple(served[i:i + seq + 1]) for i in range(0, len(served) - seq, seq)}
+    assert len(beam) == len(windows) > 50
+    assert beam == windows
