@@ -125,6 +125,19 @@ def parameter_count(config: BiLMConfig, include_softmax: bool = True) -> int:
     return encoder + 2 * lstms + (softmax if include_softmax else 0)
 
 
+def bilm_tf_options(config: BiLMConfig, max_seq_length: int | None) -> dict:
+    """The model's shape in bilm-tf's `options.json` layout (shipped with the export; read and written by
+    `models.convert`)."""
+    return {"char_cnn": {"activation": "relu", "embedding": {"dim": config.char_embedding_dim},
+                         "filters": [list(f) for f in config.filters], "max_characters_per_token":
+                         config.max_characters_per_token, "n_characters": 262, "n_highway": config.n_highway},
+            "lstm": {"cell_clip": config.cell_clip, "dim": config.cell_size, "n_layers": config.n_lstm_layers,
+                     "proj_clip": config.proj_clip, "projection_dim": config.lstm_projection_dim,
+                     "use_skip_connections": config.residual},
+            "dropout": config.dropout, "n_tokens_vocab": config.vocab_size,
+            "unroll_steps": max_seq_length, "bidirectional": True}
+
+
 @keras.saving.register_keras_serializable(package="models")
 class BiLM(keras.Model):
     """The biLM: `{"char_ids": int32 [B, T, C]}` -> dict of hidden states (see `call`).

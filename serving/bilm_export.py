@@ -23,24 +23,13 @@ import json
 
 import tensorflow as tf
 
+from models.bilm import bilm_tf_options
 from models.scalar_mix import ScalarMix
 from preprocessing.elmo_chars import add_sentence_boundaries, char_ids
 from serving.hub_module import ReusableModule
 from serving.saved_models import SavedModelSpec
 
 OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default", "sequence_len")
-
-
-def bilm_tf_options(config, max_seq_length: int | None) -> dict:
-    """The model's shape in bilm-tf's `options.json` layout (shipped as an asset)."""
-    return {"char_cnn": {"activation": "relu", "embedding": {"dim": config.char_embedding_dim},
-                         "filters": [list(f) for f in config.filters], "max_characters_per_token":
-                         config.max_characters_per_token, "n_characters": 262, "n_highway": config.n_highway},
-            "lstm": {"cell_clip": config.cell_clip, "dim": config.cell_size, "n_layers": config.n_lstm_layers,
-                     "proj_clip": config.proj_clip, "projection_dim": config.lstm_projection_dim,
-                     "use_skip_connections": config.residual},
-            "dropout": config.dropout, "n_tokens_vocab": config.vocab_size,
-            "unroll_steps": max_seq_length, "bidirectional": True}
 
 
 class ElmoModule(ReusableModule):

@@ -135,8 +135,8 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     from serving.model_config import write_model_config_list
 
     try:
-        task, model, saved = families.load_model(model_dir)
-    except FileNotFoundError as e:
+        _, model, saved = families.load_model(model_dir)
+    except (FileNotFoundError, families.CheckpointMismatchError) as e:
         raise ExportError(str(e)) from e
     kind = saved["model"]
     model_name = model_name or kind
@@ -146,7 +146,10 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     tokenizer = WordPieceTokenizer(vocab, lower_case=bool(saved["data"].get("lower_case", True)))
     texts = warmup_texts(warmup_text)
     metrics_path = os.path.join(model_dir, "metrics.json")
-    metrics = json.load(open(metrics_path)) if os.path.exists(metrics_path) else {}
+    metrics = {}
+    if os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            metrics = json.load(f)
     facts = {"name": model_name, "preset": saved["preset"], "export_dir": os.path.abspath(export_dir),
              "train_data": saved["data"].get("train_data"), "train_steps": saved["train_config"].train_steps,
              "vocab_size": len(vocab), "max_seq_length": saved["data"]["max_seq_length"],

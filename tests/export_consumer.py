@@ -35,6 +35,8 @@ def bert(export_dir, texts, out):
     result = served(tf.constant(texts))
     out["bert_served_pooled_output"] = result["pooled_output"].numpy()
     out["bert_served_input_mask"] = result["input_mask"].numpy()
+    reusable = keras.layers.TFSMLayer(os.path.join(export_dir, "hub", "encoder"), call_endpoint="__call__")
+    out["bert_tfsm_pooled_output"] = reusable(dict(inputs))["pooled_output"].numpy()
 
 
 def gpt(export_dir, texts, out):
@@ -63,6 +65,7 @@ def bilm(export_dir, texts, out):
         sequence_len=tf.constant([len(w) for w in words], tf.int32))
     out["bilm_tokens_elmo"] = tokens["elmo"].numpy()
     out["bilm_output_key_elmo"] = hub.KerasLayer(path, output_key="elmo")(tf.constant(texts)).numpy()
+    out["bilm_tfsm_elmo"] = keras.layers.TFSMLayer(path, call_endpoint="default")(tf.constant(texts))["elmo"].numpy()
 
 
 def main(argv):

@@ -79,6 +79,7 @@ def test_bert_exports_give_the_keras_encoders_outputs(runs, consumed):
     assert consumed["bert_encoder_outputs_count"] == task.config.num_layers
     # The TF Serving model pads to the longest input only; [CLS]'s pooled vector is the same.
     np.testing.assert_allclose(consumed["bert_served_pooled_output"], want["pooled_output"], atol=ATOL)
+    np.testing.assert_allclose(consumed["bert_tfsm_pooled_output"], want["pooled_output"], atol=ATOL)
     longest = max(len(t.split()) for t in TEXTS) + 2
     assert consumed["bert_served_input_mask"].shape == (len(TEXTS), longest)
 
@@ -130,6 +131,7 @@ def test_bilm_export_is_elmo_shaped_and_gives_the_bilms_outputs(runs, consumed):
     assert consumed["bilm_sequence_len"].tolist() == [len(w) for w in words]
     np.testing.assert_allclose(consumed["bilm_tokens_elmo"], elmo, atol=ATOL)
     np.testing.assert_allclose(consumed["bilm_output_key_elmo"], elmo, atol=ATOL)
+    np.testing.assert_allclose(consumed["bilm_tfsm_elmo"], elmo, atol=ATOL)
 
 
 @pytest.mark.parametrize("kind", ["bert", "gpt", "bilm"])
