@@ -34,8 +34,9 @@ class ModelDirMismatchError(ValueError):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, choices=families.KINDS)
-    parser.add_argument("--preset", required=True, help="<model>_<size>, e.g. bert_tiny, gpt_base, bilm_original")
+    parser.add_argument("--model", choices=families.KINDS, help="required unless model_dir has a config.json")
+    parser.add_argument("--preset", help="<model>_<size>, e.g. bert_tiny, gpt_base, bilm_original; required unless "
+                        "model_dir has a config.json (then its model config is continued, e.g. a converted one)")
     parser.add_argument("--train_data", required=True, help="TFRecord pattern (metadata.json beside it)")
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--eval_data", default=None)
@@ -47,16 +48,26 @@ def parse_args(argv):
 
 
 def resolve(args) -> tuple:
-    """-> (model_config, train_config, data section), all checked, before any model is built."""
+    """-> (model_config, train_config, data section), all checked, before any model is built. Fills in
+    `args.model` / `args.preset` from `model_dir/config.json` when they are not given."""
+    saved = None
+    if tf.io.gfile.exists(os.path.join(args.model_dir, families.CONFIG_FILE)):
+        saved = families.read_config(args.model_dir)
+        args.model, args.preset = args.model or saved["model"], args.preset or saved["preset"]
+    if not args.model or not args.preset:
+        raise ValueError("--model and --preset are required for a new model_dir")
     metadata, _ = readers.read_metadata(args.train_data)
     if metadata["model"] != args.model:
         raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
                                         f"not {args.model}")
-    if not args.preset.startswith(args.model + "_"):
+    data = families.data_section(metadata, args.train_data)
+    if saved and saved["model"] == args.model and saved["preset"] == args.preset:
+        base = saved["model_config"]  # continue the saved model (its preset may be "converted")
+    elif not args.preset.startswith(args.model + "_"):
         raise ValueError(f"--preset {args.preset} is not a {args.model} preset: "
                          f"{', '.join(families.presets(args.model))}")
-    data = families.data_section(metadata, args.train_data)
-    base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
+    else:
+        base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
     model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
     if model_config.vocab_size != data["vocab_size"]:
         raise readers.DataMismatchError(f"vocab_size {model_config.vocab_size} but the data's vocabulary has "

@@ -74,7 +74,12 @@ class Trainer:
     def restore(self) -> int:
         """Restores the latest checkpoint in `model_dir` if there is one; returns the step."""
         latest = tf.train.latest_checkpoint(self.model_dir)
-        if latest:
+        if latest and not any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(latest)):
+            # A model-only checkpoint (`models.convert`): the weights and step, a fresh optimizer.
+            families.restore(tf.train.Checkpoint(model=self.model, step=self.step), latest, partial=True)
+            log.info("restored the model of %s (step %d); no optimizer state in it: starting afresh", latest,
+                     int(self.step.numpy()))
+        elif latest:
             families.restore(self.checkpoint, latest)
             log.info("restored %s (step %d)", latest, int(self.step.numpy()))
         return int(self.step.numpy())
