@@ -59,7 +59,8 @@ PRESETS = {
 
 def build_encoder(config: BertConfig) -> keras.Model:
     """The backbone: ids, mask, types -> `sequence_output` [B, T, H], `pooled_output` [B, H],
-    `encoder_outputs` (every block's output, each [B, T, H])."""
+    `encoder_outputs` (every block's output, each [B, T, H]), `embedding_output` [B, T, H] (after the
+    embeddings' layer norm, before dropout: layer 0 for feature-based use)."""
     init = common.initializer(config.initializer_range)
     ids = keras.Input((None,), dtype="int32", name="input_word_ids")
     mask = keras.Input((None,), dtype="int32", name="input_mask")
@@ -73,7 +74,8 @@ def build_encoder(config: BertConfig) -> keras.Model:
     segments = keras.layers.Embedding(config.type_vocab_size, config.hidden_size, embeddings_initializer=init,
                                       name="segment_embedding")(types)  # [B, T, H]
     x = keras.layers.Add(name="embeddings_add")([tokens, positions, segments])
-    x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="embeddings_layer_norm")(x)
+    x = embedding_output = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon,
+                                                           name="embeddings_layer_norm")(x)
     x = keras.layers.Dropout(config.dropout, name="embeddings_dropout")(x)
 
     encoder_outputs = []
@@ -88,7 +90,8 @@ def build_encoder(config: BertConfig) -> keras.Model:
                                 name="pooled_dense")(x[:, 0, :])  # [B, H]
     return keras.Model(
         inputs={"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
-        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs},
+        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs,
+                 "embedding_output": embedding_output},
         name="bert_encoder")
 
 

@@ -51,7 +51,9 @@ PRESETS = {
 
 
 def build_decoder(config: GptConfig) -> keras.Model:
-    """ids [B, T] -> `hidden_states` [B, T, H] (last block) and next-token `logits` [B, T, V]."""
+    """ids [B, T] -> `hidden_states` [B, T, H] (last block), next-token `logits` [B, T, V], and for
+    feature-based use `embedding_output` [B, T, H] (token + position, before dropout) and `layer_outputs`
+    (every block's output, each [B, T, H]; training reads only `logits`)."""
     init = common.initializer(config.initializer_range)
     ids = keras.Input((None,), dtype="int32", name="input_word_ids")
     token_embedding = keras_hub.layers.ReversibleEmbedding(
@@ -59,17 +61,20 @@ def build_decoder(config: GptConfig) -> keras.Model:
     tokens = token_embedding(ids)  # [B, T, H]
     positions = keras_hub.layers.PositionEmbedding(
         config.max_position_embeddings, initializer=init, name="position_embedding")(tokens)  # [B, T, H]
-    x = keras.layers.Add(name="embeddings_add")([tokens, positions])
+    x = embedding_output = keras.layers.Add(name="embeddings_add")([tokens, positions])
     x = keras.layers.Dropout(config.dropout, name="embeddings_dropout")(x)
+    layer_outputs = []
     for i in range(config.num_layers):
         x = keras_hub.layers.TransformerDecoder(
             intermediate_dim=config.intermediate_size, num_heads=config.num_heads, dropout=config.dropout,
             activation=common.activation(config.hidden_act), layer_norm_epsilon=config.layer_norm_epsilon,
             kernel_initializer=init, normalize_first=False, name=f"transformer_layer_{i}",
         )(x, use_causal_mask=True)  # [B, T, H]
+        layer_outputs.append(x)
     logits = token_embedding(x, reverse=True)  # [B, T, V]
-    return keras.Model(inputs={"input_word_ids": ids}, outputs={"hidden_states": x, "logits": logits},
-                       name="gpt")
+    return keras.Model(inputs={"input_word_ids": ids},
+                       outputs={"hidden_states": x, "logits": logits, "embedding_output": embedding_output,
+                                "layer_outputs": layer_outputs}, name="gpt")
 
 
 class GptTask(PretrainingTask):

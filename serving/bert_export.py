@@ -2,7 +2,8 @@
 text-in model for TF Serving.
 
 - `encoder`: `__call__({"input_word_ids", "input_mask", "input_type_ids"}, training)` -> `sequence_output`
-  [B, T, H], `pooled_output` [B, H], `default` (= pooled), `encoder_outputs` (every block's output);
+  [B, T, H], `pooled_output` [B, H], `default` (= pooled), `encoder_outputs` (every block's output),
+  `embedding_output` [B, T, H] (the embeddings' layer norm: layer 0 for feature-based use);
   an `mlm` sub-object takes `masked_lm_positions` [B, P] too and adds `mlm_logits` [B, P, V].
 - `preprocessor`: `tokenize(strings [B])` -> ragged int32 [B, (words), (pieces)];
   `bert_pack_inputs(segments, seq_length)` for 1 or 2 segments (ragged `[B, (W), (P)]` or `[B, (P)]`),
@@ -35,7 +36,8 @@ def encoder_module(pretrainer, vocab_file: tf.saved_model.Asset) -> ReusableModu
     def encode(inputs, training):
         out = encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
         return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
-                "default": out["pooled_output"], "encoder_outputs": list(out["encoder_outputs"])}
+                "default": out["pooled_output"], "encoder_outputs": list(out["encoder_outputs"]),
+                "embedding_output": out["embedding_output"]}
 
     def masked_lm(inputs, training):
         out = encode(inputs, training)

@@ -1,6 +1,7 @@
 """GPT's export: one SavedModel that is both the TF-Hub module and the TF Serving model.
 
-- `__call__({"input_word_ids": [B, T]}, training)` -> `hidden_states` [B, T, H], `logits` [B, T, V]
+- `__call__({"input_word_ids": [B, T]}, training)` -> `hidden_states` [B, T, H], `logits` [B, T, V],
+  `embedding_output` [B, T, H] and `layer_outputs` (every block's output, for feature-based use)
   (fine-tunable through `hub.KerasLayer(trainable=True)`).
 - `tokenize(strings [B])` -> ragged int32 [B, (P)] word-piece ids (the training data's tokenizer).
 - `from_text(strings [B])` -> `hidden_states`, `logits`, `input_word_ids`, `input_mask` (right-padded).
