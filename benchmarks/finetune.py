@@ -1,0 +1,118 @@
+"""Fine-tuning the demo's pretrained exports on real labelled data, each figure next to its trivial baseline.
+
+    python -m benchmarks.finetune [--exports demo_output/export] [--tasks ../shared/data/tasks]
+        [--work /tmp/finetune-bench] [--only sst2_bert,pos_bert,...]
+
+Runs (short budgets for a 2-core CPU; the exact settings are in RUNS and printed with the results):
+  - sst2_*: SST-2 train -> dev accuracy vs the majority class.
+  - pos_*: UD English-EWT UPOS, a seeded subsample of train -> the whole dev, word accuracy vs the most
+    frequent tag of each word in training (the overall most frequent tag for unseen words).
+  - ner_bert: Universal NER English-EWT has one file (dev.conll); sentences go to a held-out fifth by
+    `task_data.split_items` (sha256 of the sentence index, seed 0); entity F1 vs the most-frequent-tag baseline.
+  - squad_bert: SQuAD v1.1 (38 articles): questions of articles 0-29 train (a seeded subsample), the
+    questions of articles 30-37 are evaluated (other articles: no shared context); EM/F1 vs the first
+    sentence of the context.
+Prints a table and, last, one JSON line with every run's metrics.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASKS = os.path.join(os.path.dirname(ROOT), "shared", "data", "tasks")
+
+# name: (task, module, train file, eval file, overrides, metric)
+RUNS = {
+    "sst2_bert": ("classify", "bert", "sst2/train.tsv", "sst2/dev.tsv",
+                  ["epochs=3", "max_seq_length=64", "learning_rate=3e-4", "batch_size=32"], "accuracy"),
+    "sst2_gpt": ("classify", "gpt", "sst2/train.tsv", "sst2/dev.tsv",
+                 ["epochs=2", "max_seq_length=64", "learning_rate=3e-4", "batch_size=32",
+                  "max_train_examples=4000"], "accuracy"),
+    "sst2_bilm": ("classify", "bilm", "sst2/train.tsv", "sst2/dev.tsv",
+                  ["epochs=3", "max_seq_length=40", "learning_rate=2e-3", "batch_size=32"], "accuracy"),
+    "pos_bert": ("tag", "bert", "ud_pos/train.conll", "ud_pos/dev.conll",
+                 ["epochs=3", "max_seq_length=96", "learning_rate=5e-4", "batch_size=32",
+                  "max_train_examples=4000"], "accuracy"),
+    "pos_bilm": ("tag", "bilm", "ud_pos/train.conll", "ud_pos/dev.conll",
+                 ["epochs=3", "max_seq_length=60", "learning_rate=3e-3", "batch_size=32",
+                  "max_train_examples=3000"], "accuracy"),
+    "ner_bert": ("tag", "bert", "ner_train.conll", "ner_heldout.conll",
+                 ["epochs=8", "max_seq_length=96", "learning_rate=5e-4", "batch_size=16"], "f1"),
+    "squad_bert": ("squad", "bert", "squad_train.json", "squad_eval.json",
+                   ["epochs=3", "max_seq_length=128", "doc_stride=64", "learning_rate=5e-4", "batch_size=32"],
+                   "f1"),
+}
+SQUAD_TRAIN_ARTICLES = 30
+SQUAD_TRAIN_QUESTIONS = 3000
+SQUAD_EVAL_QUESTIONS = 1000
+
+
+def prepare(tasks: str, work: str) -> None:
+    """The NER split and the SQuAD article split, written under `work`."""
+    from models import task_data
+
+    os.makedirs(work, exist_ok=True)
+    sentences = task_data.read_conll(os.path.join(tasks, "uner", "dev.conll"))
+    train, heldout = task_data.split_items(sentences, 0.2, seed=0)
+    for name, part in (("ner_train.conll", train), ("ner_heldout.conll", heldout)):
+        with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+            f.write("\n".join("".join(f"{w}\t{t}\n" for w, t in zip(s.words, s.tags)) for s in part))
+    with open(os.path.join(tasks, "squad", "train.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    import random
+
+    def subset(articles, limit, seed):
+        rng = random.Random(seed)
+        questions = [(a, p, q) for a, article in enumerate(articles) for p, para in enumerate(article["paragraphs"])
+                     for q in range(len(para["qas"]))]
+        keep = set(rng.sample(questions, min(limit, len(questions))))
+        return {"version": "1.1", "data": [
+            {"title": article["title"], "paragraphs": [
+                {"context": para["context"], "qas": [qa for q, qa in enumerate(para["qas"]) if (a, p, q) in keep]}
+                for p, para in enumerate(article["paragraphs"])]} for a, article in enumerate(articles)]}
+
+    for name, articles, limit in (("squad_train.json", data["data"][:SQUAD_TRAIN_ARTICLES], SQUAD_TRAIN_QUESTIONS),
+                                  ("squad_eval.json", data["data"][SQUAD_TRAIN_ARTICLES:], SQUAD_EVAL_QUESTIONS)):
+        with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+            json.dump(subset(articles, limit, seed=0), f)
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune")
+    parser.add_argument("--exports", default=os.path.join(ROOT, "demo_output", "export"))
+    parser.add_argument("--tasks", default=TASKS)
+    parser.add_argument("--work", default="/tmp/finetune-bench")
+    parser.add_argument("--only", default=",".join(RUNS))
+    args = parser.parse_args(argv)
+    from models import finetune
+
+    prepare(args.tasks, args.work)
+    results = {}
+    for name in args.only.split(","):
+        task, kind, train, evaluation, overrides, metric = RUNS[name]
+        paths = [os.path.join(args.work, p) if os.path.exists(os.path.join(args.work, p)) else
+                 os.path.join(args.tasks, p) for p in (train, evaluation)]
+        config = finetune.apply_overrides(finetune.FinetuneConfig(), overrides)
+        started = time.time()
+        metrics = finetune.run(task, os.path.join(args.exports, kind), paths[0], paths[1],
+                               os.path.join(args.work, "runs", name), config, log=lambda m: print(m, file=sys.stderr))
+        metrics.pop("losses", None)
+        results[name] = {"metric": metric, "value": metrics[metric], "baseline": metrics["baseline"][metric],
+                         "settings": overrides, "wall_seconds": round(time.time() - started, 1),
+                         **{k: metrics[k] for k in ("train_examples", "eval_examples", "steps", "train_seconds")},
+                         "all": {k: v for k, v in metrics.items() if k not in ("module_path", "serving")}}
+        print(f"{name}: {metric} {metrics[metric]:.4f} (baseline {metrics['baseline'][metric]:.4f})", file=sys.stderr)
+    print(f"{'run':<12} {'metric':<9} {'model':>8} {'baseline':>9} {'train ex':>9} {'eval ex':>8} {'train s':>8}")
+    for name, r in results.items():
+        print(f"{name:<12} {r['metric']:<9} {r['value']:>8.4f} {r['baseline']:>9.4f} {r['train_examples']:>9} "
+              f"{r['eval_examples']:>8} {r['train_seconds']:>8}")
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

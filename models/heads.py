@@ -1,0 +1,227 @@
+"""Task models over the exported modules, in `tf_keras` (what `hub.KerasLayer` fine-tunes in).
+
+`build_model(task, backbone, num_labels, config)` returns a `tf_keras.Model` whose inputs are those of
+`models/task_inputs.py` and whose output is `logits`:
+  - BERT (Devlin et al. 2018): classify / pair / choice over `pooled_output` (`[CLS]`) with dropout and one
+    dense layer (choice: one score per `[CLS] context [SEP] choice [SEP]`, softmax over the choices);
+    tagging: a dense layer on `sequence_output`, read at each word's first piece; SQuAD: start and end
+    vectors on `sequence_output` (`start_logits`, `end_logits`).
+  - GPT (Radford et al. 2018): the last block's state at the extract token, one dense layer; similarity adds
+    the two orders' states; choice scores each sequence; the auxiliary LM loss on the module's logits,
+    weighted `lm_coef`, is added to the task loss (`AuxLanguageModelLoss`).
+  - biLM (Peters et al. 2018): the module frozen and the task's own `ScalarMix` (softmax weights + gamma)
+    over (word_emb ‖ word_emb, lstm_outputs1, lstm_outputs2); with `train_module` the whole module trains
+    and its own `elmo` mix is used. Classify: the mix mean-pooled over real tokens, then a dense layer;
+    pairs: [u, v, u * v, u - v]; tagging: a small BiLSTM over the mix.
+Layers have stable names and `get_config` (no Lambda layers), so the model saves as a SavedModel.
+"""
+
+import tensorflow as tf
+import tf_keras
+
+SUPPORTED = {"bert": ("classify", "pair", "tag", "squad", "choice"), "gpt": ("classify", "pair", "choice"),
+             "bilm": ("classify", "pair", "tag")}
+
+
+class FoldSequences(tf_keras.layers.Layer):
+    """`[B, S, ...]` -> `[B * S, ...]`."""
+
+    def call(self, x):
+        return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
+class UnfoldSequences(tf_keras.layers.Layer):
+    """`[B * S, ...]` -> `[B, S, ...]`."""
+
+    def __init__(self, sequences: int, **kwargs):
+        super().__init__(**kwargs)
+        self.sequences = sequences
+
+    def call(self, x):
+        return tf.reshape(x, tf.concat([[-1, self.sequences], tf.shape(x)[1:]], 0))
+
+    def get_config(self):
+        return {**super().get_config(), "sequences": self.sequences}
+
+
+class GatherPositions(tf_keras.layers.Layer):
+    """`(states [N, T, H], index [N])` -> `states[n, index[n]]` `[N, H]`."""
+
+    def call(self, inputs):
+        states, index = inputs
+        return tf.gather(states, tf.cast(index, tf.int32), batch_dims=1)
+
+
+class AuxLanguageModelLoss(tf_keras.layers.Layer):
+    """Adds `coef` * the mean next-token cross-entropy (where `weights` is 1) as a model loss; passes
+    `features` through."""
+
+    def __init__(self, coef: float, **kwargs):
+        super().__init__(**kwargs)
+        self.coef = coef
+
+    def call(self, inputs):
+        features, logits, ids, weights = inputs  # [N, H], [N, T, V], [N, T], [N, T]
+        targets = tf.concat([ids[:, 1:], tf.zeros_like(ids[:, :1])], axis=1)  # [N, T]: position t -> t + 1
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(targets, tf.int32), logits)  # [N, T]
+        weights = tf.cast(weights, losses.dtype)
+        loss = tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        self.add_loss(self.coef * loss)
+        self.add_metric(loss, name="lm_loss")
+        return features
+
+    def get_config(self):
+        return {**super().get_config(), "coef": self.coef}
+
+
+class ScalarMix(tf_keras.layers.Layer):
+    """ELMo's `gamma * sum_k softmax(s)_k h_k` over a list of same-shape tensors (Peters et al., eq. 1)."""
+
+    def build(self, input_shape):
+        self.scalars = self.add_weight(name="scalar_weights", shape=(len(input_shape),), initializer="zeros")
+        self.gamma = self.add_weight(name="gamma", shape=(), initializer="ones")
+
+    def call(self, inputs):
+        weights = tf.nn.softmax(self.scalars)
+        return self.gamma * tf.add_n([weights[k] * h for k, h in enumerate(inputs)])
+
+
+class ConcatSelf(tf_keras.layers.Layer):
+    """`x` -> `x ‖ x` (the biLM's word_emb, doubled to the LSTM layers' width)."""
+
+    def call(self, x):
+        return tf.concat([x, x], axis=-1)
+
+
+class MaskedMean(tf_keras.layers.Layer):
+    """`(x [N, T, D] zero past each length, lengths [N])` -> the mean over real tokens `[N, D]`."""
+
+    def call(self, inputs):
+        x, lengths = inputs
+        return tf.reduce_sum(x, axis=1) / tf.maximum(tf.cast(lengths, x.dtype), 1.0)[:, None]
+
+
+class FixLength(tf_keras.layers.Layer):
+    """`[N, t, D]` -> `[N, length, D]`, cut or zero-padded on the right (labels have a fixed length)."""
+
+    def __init__(self, length: int, **kwargs):
+        super().__init__(**kwargs)
+        self.length = length
+
+    def call(self, x):
+        x = x[:, :self.length]
+        return tf.pad(x, [[0, 0], [0, self.length - tf.shape(x)[1]], [0, 0]])
+
+    def get_config(self):
+        return {**super().get_config(), "length": self.length}
+
+
+class PairFeatures(tf_keras.layers.Layer):
+    """`[N, 2, D]` -> `[u, v, u * v, u - v]` `[N, 4D]`."""
+
+    def call(self, x):
+        u, v = x[:, 0], x[:, 1]
+        return tf.concat([u, v, u * v, u - v], axis=-1)
+
+
+class SumSequences(tf_keras.layers.Layer):
+    def call(self, x):
+        return tf.reduce_sum(x, axis=1)
+
+
+class SplitLogits(tf_keras.layers.Layer):
+    """`[N, T, 2]` -> `(start [N, T], end [N, T])`, padding positions pushed to -10000."""
+
+    def call(self, inputs):
+        logits, mask = inputs
+        penalty = (1.0 - tf.cast(mask, logits.dtype)) * -10000.0
+        return logits[..., 0] + penalty, logits[..., 1] + penalty
+
+
+def _dense(units: int, name: str, config) -> tf_keras.layers.Dense:
+    return tf_keras.layers.Dense(units, name=name,
+                                 kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02, seed=config.seed))
+
+
+def _hub_layer(backbone, trainable: bool):
+    import tensorflow_hub as hub
+
+    return hub.KerasLayer(backbone.path, trainable=trainable, name="module")
+
+
+def _bert(task, backbone, num_labels, config, sequences):
+    names = ("input_word_ids", "input_mask", "input_type_ids")
+    encoder = _hub_layer(backbone, config.train_module)
+    dropout = tf_keras.layers.Dropout(config.dropout, name="head_dropout")
+    if task in ("tag", "squad"):
+        inputs = {n: tf_keras.Input([config.max_seq_length], dtype=tf.int32, name=n) for n in names}
+        states = dropout(encoder(inputs)["sequence_output"])  # [B, T, H]
+        if task == "tag":
+            return inputs, {"logits": _dense(num_labels, "tag_logits", config)(states)}
+        start, end = SplitLogits(name="span")([_dense(2, "span_logits", config)(states), inputs["input_mask"]])
+        return inputs, {"start_logits": start, "end_logits": end}
+    inputs = {n: tf_keras.Input([sequences, config.max_seq_length], dtype=tf.int32, name=n) for n in names}
+    fold = FoldSequences(name="fold")
+    pooled = dropout(encoder({n: fold(inputs[n]) for n in names})["pooled_output"])  # [B * S, H]
+    if task == "choice":
+        scores = UnfoldSequences(sequences, name="unfold")(_dense(1, "choice_score", config)(pooled))  # [B, C, 1]
+        return inputs, {"logits": tf_keras.layers.Reshape([sequences], name="choice_logits")(scores)}
+    return inputs, {"logits": _dense(num_labels, "classifier", config)(pooled)}
+
+
+def _gpt(task, backbone, num_labels, config, sequences):
+    t = config.max_seq_length
+    inputs = {"input_word_ids": tf_keras.Input([sequences, t], dtype=tf.int32, name="input_word_ids"),
+              "extract_index": tf_keras.Input([sequences], dtype=tf.int32, name="extract_index"),
+              "lm_weights": tf_keras.Input([sequences, t], dtype=tf.float32, name="lm_weights")}
+    fold = FoldSequences(name="fold")
+    ids, extract, lm_weights = (fold(inputs[k]) for k in ("input_word_ids", "extract_index", "lm_weights"))
+    out = _hub_layer(backbone, True)({"input_word_ids": ids})
+    features = GatherPositions(name="extract")([out["hidden_states"], extract])  # [B * S, H]
+    if config.lm_coef > 0:
+        features = AuxLanguageModelLoss(config.lm_coef, name="aux_lm")([features, out["logits"], ids, lm_weights])
+    features = tf_keras.layers.Dropout(config.dropout, name="head_dropout")(features)
+    if task == "choice":
+        scores = UnfoldSequences(sequences, name="unfold")(_dense(1, "choice_score", config)(features))
+        return inputs, {"logits": tf_keras.layers.Reshape([sequences], name="choice_logits")(scores)}
+    if sequences > 1:  # similarity: the two orders' representations added
+        features = SumSequences(name="sum_orders")(UnfoldSequences(sequences, name="unfold")(features))
+    return inputs, {"logits": _dense(num_labels, "classifier", config)(features)}
+
+
+def _elmo_mix(backbone, config, text):
+    out = _hub_layer(backbone, config.train_module)(text)
+    if config.train_module:
+        return out["elmo"], out["sequence_len"]
+    layers = [ConcatSelf(name="word_emb_doubled")(out["word_emb"]), out["lstm_outputs1"], out["lstm_outputs2"]]
+    return ScalarMix(name="task_scalar_mix")(layers), out["sequence_len"]  # [N, T, 2L], [N]
+
+
+def _bilm(task, backbone, num_labels, config, sequences):
+    if task == "tag":
+        text = tf_keras.Input([], dtype=tf.string, name="text")
+        mixed, _ = _elmo_mix(backbone, config, text)
+        states = FixLength(config.max_seq_length, name="fix_length")(mixed)  # [B, T, 2L]
+        states = tf_keras.layers.Dropout(config.dropout, name="mix_dropout")(states)
+        states = tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(config.tagger_units, return_sequences=True),
+                                               name="tagger_bilstm")(states)
+        return {"text": text}, {"logits": _dense(num_labels, "tag_logits", config)(states)}
+    text = tf_keras.Input([sequences], dtype=tf.string, name="text")
+    mixed, lengths = _elmo_mix(backbone, config, FoldSequences(name="fold")(text))
+    pooled = MaskedMean(name="mean_pool")([mixed, lengths])  # [B * S, 2L]
+    if sequences > 1:
+        pooled = PairFeatures(name="pair_features")(UnfoldSequences(sequences, name="unfold")(pooled))
+    pooled = tf_keras.layers.Dropout(config.dropout, name="head_dropout")(pooled)
+    hidden = tf_keras.layers.Dense(config.classifier_units, activation="relu", name="classifier_hidden")(pooled)
+    return {"text": text}, {"logits": _dense(num_labels, "classifier", config)(hidden)}
+
+
+def build_model(task: str, backbone, num_labels: int, config, sequences: int = 1) -> tf_keras.Model:
+    """The task model. `sequences`: S of the inputs (`task_inputs.py`); `config`: a `FinetuneConfig`."""
+    if task not in SUPPORTED[backbone.kind]:
+        raise ValueError(f"task {task!r} is not available for a {backbone.kind} module "
+                         f"(it supports {', '.join(SUPPORTED[backbone.kind])})")
+    build = {"bert": _bert, "gpt": _gpt, "bilm": _bilm}[backbone.kind]
+    tf_keras.utils.set_random_seed(config.seed)
+    inputs, outputs = build(task, backbone, num_labels, config, sequences)
+    return tf_keras.Model(inputs, outputs, name=f"{backbone.kind}_{task}")
