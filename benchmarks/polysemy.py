@@ -59,12 +59,13 @@ def evaluate_model(runs: str, work_dir: str, kind: str) -> tuple[dict, str, floa
 
 
 def table(results: dict) -> str:
-    lines = [f"{'model':<6}{'layer':<16}{'1-NN sense':>11}{'vs MFS':>9}{'WiC':>8}"]
+    width = max(len(kind) for kind in results) + 2
+    lines = [f"{'model':<{width}}{'layer':<16}{'1-NN sense':>11}{'vs MFS':>9}{'WiC':>8}"]
     for kind, s in results.items():
         for name, acc in s["layers"].items():
             note = " static control" if name == s["static_layer"] else ""
             note += " best" if name == s["best_layer"] else ""
-            lines.append(f"{kind:<6}{name:<16}{acc:>11.4f}{acc - s['baseline']:>+9.4f}"
+            lines.append(f"{kind:<{width}}{name:<16}{acc:>11.4f}{acc - s['baseline']:>+9.4f}"
                          f"{s['wic_layers'][name]:>8.4f}{note}")
     s = next(iter(results.values()))
     lines.append(f"most-frequent sense (static ceiling) {s['baseline']:.4f}; leave-one-out MFS "
