@@ -1,4 +1,5 @@
-"""Process-tree measurements through /proc, shared by the benchmarks (Linux only).
+"""Process-tree measurements through /proc, shared by the benchmarks (Linux only), and `run_module`, the
+benchmarks' way of running one of the project's commands.
 
 `tree_rss_kb(root)`: the summed VmRSS of a process and all its descendants (found through the ppid fields of
 /proc/*/stat), and how many there are. `run_tree(cmd, ...)`: runs a command under a small wrapper and
@@ -198,3 +199,12 @@ def log_tail(path: str, lines: int = 30) -> str:
     with open(path, errors="replace") as f:
         return "".join(f.readlines()[-lines:])
 
+
+def run_module(args: list[str]) -> str:
+    """Runs `python -m ARGS` from the project root; returns its stdout, or raises with the end of stderr."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-m", *args], cwd=root, capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    if result.returncode:
+        raise RuntimeError(f"python -m {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+    return result.stdout

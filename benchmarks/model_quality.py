@@ -21,11 +21,11 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
+
+from benchmarks._proc import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
@@ -36,24 +36,16 @@ TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}
 RECIPES = {"bert": (1000, 2e-3), "gpt": (600, 1e-3), "bilm": (1000, 2e-3)}
 
 
-def _run(args: list[str]) -> str:
-    result = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
-    if result.returncode:
-        raise RuntimeError(f"python -m {' '.join(args)} failed:\n{result.stderr[-4000:]}")
-    return result.stdout
-
-
 def prepare(work_dir: str, kind: str) -> dict[str, str]:
     """Vocabulary (shared) and the model's train/held-out TFRecords; returns their patterns."""
     vocab = os.path.join(work_dir, "vocab.txt")
     if not os.path.exists(vocab):
-        _run(["pipeline.vocab", "--input", CORPUS["pretrain"], "--output", vocab, "--vocab_size", "8000"])
+        run_module(["pipeline.vocab", "--input", CORPUS["pretrain"], "--output", vocab, "--vocab_size", "8000"])
     patterns = {}
     for split, corpus in CORPUS.items():
         out = os.path.join(work_dir, f"{kind}-{split}")
         if not os.path.exists(os.path.join(out, "metadata.json")):
-            _run(["pipeline.pretraining_data", "--model", kind, "--input", corpus, "--vocab", vocab,
+            run_module(["pipeline.pretraining_data", "--model", kind, "--input", corpus, "--vocab", vocab,
                   "--output_dir", out, "--dupe_factor", "1", "--overwrite"])
         patterns[split] = os.path.join(out, f"{kind}-*.tfrecord")
     return patterns
@@ -90,10 +82,10 @@ def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | No
     flags = {**TRAIN_FLAGS, "train_steps": steps, "learning_rate": learning_rate, "warmup_steps": steps // 10,
              "checkpoint_every": steps}
     start = time.time()
-    _run(["models.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
+    run_module(["models.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
           "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
     seconds = time.time() - start
-    result = json.loads(_run(["models.evaluate", "--model_dir", model_dir, "--eval_data",
+    result = json.loads(run_module(["models.evaluate", "--model_dir", model_dir, "--eval_data",
                               patterns["heldout"]]).strip().splitlines()[-1])
     return {**result, "train_seconds": round(seconds, 1), "train_steps": steps,
             "train_tokens": steps * TRAIN_FLAGS["batch_size"] * _seq_length(patterns["pretrain"])}

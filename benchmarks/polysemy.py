@@ -17,22 +17,15 @@ converted with `models.convert --from hf_bert` and exported the same way.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+from benchmarks._proc import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
 SENSES = os.path.join(DATA, "eval", "wordnet_senses.jsonl.gz")
 PAIRS = os.path.join(DATA, "eval", "wordnet_wic_pairs.tsv.gz")
-
-
-def _run(args: list[str]) -> str:
-    result = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
-    if result.returncode:
-        raise RuntimeError(f"python -m {' '.join(args)} failed:\n{result.stderr[-4000:]}")
-    return result.stdout
 
 
 def minilm_model_dir(work_dir: str) -> str:
@@ -42,7 +35,7 @@ def minilm_model_dir(work_dir: str) -> str:
     model_dir = os.path.join(work_dir, "runs", "minilm")
     if not os.path.exists(os.path.join(model_dir, "config.json")):
         source = fetch_minilm(os.path.join(ROOT, ".cache"))
-        _run(["models.convert", "--from", "hf_bert", "--checkpoint", os.path.join(source, "model.safetensors"),
+        run_module(["models.convert", "--from", "hf_bert", "--checkpoint", os.path.join(source, "model.safetensors"),
               "--model_dir", model_dir])
     return model_dir
 
@@ -51,9 +44,9 @@ def evaluate_model(runs: str, work_dir: str, kind: str) -> tuple[dict, str, floa
     export_dir = os.path.join(work_dir, "export", kind)
     if not os.path.isdir(os.path.join(export_dir, "hub")):
         model_dir = minilm_model_dir(work_dir) if kind == "minilm" else os.path.join(runs, kind)
-        _run(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir])
+        run_module(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir])
     start = time.time()
-    stdout = _run(["models.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
+    stdout = run_module(["models.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
                    "--png", os.path.join(work_dir, f"{kind}_bank.png"), "--png_word", "bank"])
     return json.loads(stdout.strip().splitlines()[-1]), stdout, time.time() - start
 
