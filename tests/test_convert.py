@@ -473,9 +473,9 @@ def _sentences() -> list[str]:
 
 @pytest.mark.slow
 def test_real_minilm_equals_huggingface_and_its_export(tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     import tensorflow_hub as hub
+    import torch  # test-only dependencies (requirements-test.txt): fail loudly if missing, never skip
+    import transformers
 
     from serving import export
 
