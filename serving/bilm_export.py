@@ -29,9 +29,6 @@ from preprocessing.elmo_chars import add_sentence_boundaries, char_ids
 from serving.hub_module import ReusableModule
 from serving.saved_models import SavedModelSpec
 
-OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default", "sequence_len")
-
-
 class ElmoModule(ReusableModule):
     """The `elmo/2`-shaped root.
 

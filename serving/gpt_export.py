@@ -56,6 +56,8 @@ class GptModule(ReusableModule):
         def run_text(texts):
             ids = pieces(texts)[:, -max_seq_length:]  # [B, (P)], the last window
             word_ids = ids.to_tensor()  # [B, T]
+            # At least one column, so a batch of empty texts reads position 0 (a [PAD]) instead of failing.
+            word_ids = tf.pad(word_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(word_ids)[1], 0)]])  # [B, max(T, 1)]
             mask = tf.sequence_mask(ids.row_lengths(), tf.shape(word_ids)[1], tf.int32)  # [B, T]
             out = decoder({"input_word_ids": word_ids}, training=False)
             return out, word_ids, mask, tf.cast(ids.row_lengths(), tf.int32)

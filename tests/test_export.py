@@ -277,6 +277,9 @@ def test_the_local_server_answers_with_the_exports(runs):
         generated = client.predict("gpt", signature_name="generate", inputs={
             "prompt": TEXTS, "max_new_tokens": 3, "top_k": 1, "temperature": 1.0, "seed": 0})["outputs"]
         assert len(generated["text"]) == len(TEXTS) and all(0 <= n <= 3 for n in generated["num_tokens"])
+        empty = client.predict("gpt", instances=[""])["predictions"]  # a batch of empty texts is no error
+        vocab_size = len(Vocabulary.from_file(os.path.join(runs["gpt"][0], "vocab.txt")))
+        assert len(empty) == 1 and len(empty[0]["next_token_logits"]) == vocab_size
         elmo = client.predict("bilm", instances=TEXTS)["predictions"]
         assert [len(r["default"]) for r in elmo] == [256] * len(TEXTS)
         assert [r["sequence_len"] for r in elmo] == [len(t.split()) for t in TEXTS]
