@@ -13,7 +13,9 @@ SQuAD and biLM tagging are not exported here (the trained tf_keras model in `out
 import os
 
 import tensorflow as tf
-import tensorflow_text as tf_text
+import tensorflow_text  # noqa: F401  (registers the TF-Text ops the modules use)
+
+from models import task_inputs as inputs_lib
 
 
 class TextTaskModel(tf.Module):
@@ -65,19 +67,10 @@ class TextTaskModel(tf.Module):
             return self.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(t))
         if self.kind == "bilm":
             return {"text": parts[0]}
-        pieces = [tf.cast(self.module.tokenize(p), tf.int64) for p in parts]
-        trimmed = tf_text.RoundRobinTrimmer(t - len(parts) - 1).trim(pieces)
-        rows = tf.shape(parts[0], out_type=tf.int64)[0]
-
-        def column(token):
-            return tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(self.ids[token], tf.int64)))
-
-        pieces = [column("[SEP]")]
-        for k, part in enumerate(trimmed):
-            pieces += ([column("[CLS]")] if k else []) + [part]
-        ids = tf.concat(pieces + [column("[MASK]")], axis=1)  # [N, (L)]
-        dense = tf.cast(ids.to_tensor(shape=[None, t]), tf.int32)
-        return {"input_word_ids": dense, "extract_index": tf.cast(ids.row_lengths(), tf.int32) - 1,
+        special = (inputs_lib.GPT_START, inputs_lib.GPT_DELIMITER, inputs_lib.GPT_EXTRACT)
+        dense, extract_index = inputs_lib.pack_gpt([self.module.tokenize(p) for p in parts], t,
+                                                   *(self.ids[k] for k in special))
+        return {"input_word_ids": dense, "extract_index": extract_index,
                 "lm_weights": tf.zeros(tf.shape(dense), tf.float32)}
 
     def _inputs(self, sequences):

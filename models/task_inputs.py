@@ -103,18 +103,6 @@ class Backbone:
         return out
 
 
-def round_robin(parts: list[list[int]], budget: int) -> list[list[int]]:
-    """Trims parts to `budget` tokens in all, one token at a time from each part that still has some
-    (tf-text's `RoundRobinTrimmer`, as the BERT preprocessor packs)."""
-    keep = [0] * len(parts)
-    while budget > 0 and any(k < len(p) for k, p in zip(keep, parts)):
-        for i, part in enumerate(parts):
-            if budget > 0 and keep[i] < len(part):
-                keep[i] += 1
-                budget -= 1
-    return [p[:k] for p, k in zip(parts, keep)]
-
-
 def bert_text_inputs(backbone: Backbone, sequences: list[list[tuple[str, ...]]], seq_length: int) -> dict:
     """`sequences[s][n]`: the segments (1 or 2 texts) of example n's s-th sequence -> `[N, S, T]` inputs."""
     import tensorflow as tf
@@ -133,35 +121,63 @@ def bert_text_inputs(backbone: Backbone, sequences: list[list[tuple[str, ...]]],
     return {k: np.stack([p[k] for p in per_sequence], axis=1).astype(np.int32) for k in per_sequence[0]}
 
 
-def gpt_sequence(parts: list[list[int]], seq_length: int, start: int, delimiter: int, extract: int):
-    """`start p1 [delimiter p2 ...] extract`, 0-padded: ids `[T]`, the extract position, LM weights `[T]`."""
-    trimmed = round_robin(parts, seq_length - len(parts) - 1)
-    ids = [start]
+def pack_gpt(pieces: list, seq_length: int, start: int, delimiter: int, extract: int):
+    """GPT's input transformation as TF ops, the one implementation training and the serving export use:
+    `start p1 [delimiter p2 ...] extract`, parts trimmed round-robin (tf-text's `RoundRobinTrimmer`) to
+    fit, 0-padded. `pieces`: one ragged `[N, (P)]` int tensor per part -> ids int32 `[N, T]`, the extract
+    position int32 `[N]`."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    pieces = [tf.cast(p, tf.int64) for p in pieces]
+    trimmed = tf_text.RoundRobinTrimmer(seq_length - len(pieces) - 1).trim(pieces)
+    rows = pieces[0].nrows()
+
+    def column(token):
+        return tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(token, tf.int64)))
+
+    parts = [column(start)]
     for k, part in enumerate(trimmed):
-        if k:
-            ids.append(delimiter)
-        ids.extend(part)
-    ids.append(extract)
-    weights = np.zeros(seq_length, np.float32)
-    specials = {start, delimiter, extract}
-    for t in range(len(ids) - 1):  # position t predicts ids[t + 1]
-        weights[t] = float(ids[t + 1] not in specials)
-    row = np.zeros(seq_length, np.int32)
-    row[:len(ids)] = ids
-    return row, len(ids) - 1, weights
+        parts += ([column(delimiter)] if k else []) + [part]
+    ids = tf.concat(parts + [column(extract)], axis=1)  # [N, (L)]
+    return (tf.cast(ids.to_tensor(shape=[None, seq_length]), tf.int32),
+            tf.cast(ids.row_lengths(), tf.int32) - 1)
+
+
+def gpt_lm_weights(ids: np.ndarray, extract_index: np.ndarray, specials: set[int]) -> np.ndarray:
+    """`[N, T]` float32: 1 where position t's next token (t + 1 <= the extract position) is text, the
+    targets of the auxiliary LM loss."""
+    following = np.zeros_like(ids)
+    following[:, :-1] = ids[:, 1:]
+    before_extract = np.arange(ids.shape[1])[None, :] < extract_index[:, None]
+    return (before_extract & ~np.isin(following, list(specials))).astype(np.float32)
+
+
+def gpt_sequence(parts: list[list[int]], seq_length: int, start: int, delimiter: int, extract: int):
+    """One example through `pack_gpt`: ids `[T]`, the extract position, LM weights `[T]`."""
+    import tensorflow as tf
+
+    ids, index = pack_gpt([tf.ragged.constant([p], tf.int64, ragged_rank=1) for p in parts], seq_length, start,
+                          delimiter, extract)
+    ids, index = ids.numpy(), index.numpy()
+    return ids[0], int(index[0]), gpt_lm_weights(ids, index, {start, delimiter, extract})[0]
 
 
 def gpt_text_inputs(backbone: Backbone, sequences: list[list[tuple[str, ...]]], seq_length: int) -> dict:
     """`sequences[s][n]`: the parts of example n's s-th sequence -> `[N, S, T]` GPT inputs."""
-    ids = {t: backbone.token_id(t) for t in (GPT_START, GPT_DELIMITER, GPT_EXTRACT)}
-    rows = []
+    import tensorflow as tf
+
+    start, delimiter, extract = (backbone.token_id(t) for t in (GPT_START, GPT_DELIMITER, GPT_EXTRACT))
+    ids, indices, weights = [], [], []
     for parts_of in sequences:
-        tokenized = [backbone.pieces([parts[k] for parts in parts_of]) for k in range(len(parts_of[0]))]
-        rows.append([gpt_sequence([tokenized[k][n] for k in range(len(tokenized))], seq_length, ids[GPT_START],
-                                  ids[GPT_DELIMITER], ids[GPT_EXTRACT]) for n in range(len(parts_of))])
-    return {"input_word_ids": np.array([[r[0] for r in s] for s in rows]).transpose(1, 0, 2),
-            "extract_index": np.array([[r[1] for r in s] for s in rows], np.int32).T,
-            "lm_weights": np.array([[r[2] for r in s] for s in rows]).transpose(1, 0, 2)}
+        pieces = [tf.ragged.constant(backbone.pieces([parts[k] for parts in parts_of]), tf.int64, ragged_rank=1)
+                  for k in range(len(parts_of[0]))]
+        packed, index = (t.numpy() for t in pack_gpt(pieces, seq_length, start, delimiter, extract))
+        ids.append(packed)
+        indices.append(index)
+        weights.append(gpt_lm_weights(packed, index, {start, delimiter, extract}))
+    return {"input_word_ids": np.stack(ids, axis=1), "extract_index": np.stack(indices, axis=1),
+            "lm_weights": np.stack(weights, axis=1)}
 
 
 def sequences_for(task: str, kind: str, texts: list[tuple[str, ...]], gpt_pair: str = "entail"):
