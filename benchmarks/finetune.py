@@ -1,7 +1,8 @@
 """Fine-tuning the demo's pretrained exports on real labelled data, each figure next to its trivial baseline.
 
     python -m benchmarks.finetune [--exports demo_output/export] [--tasks ../shared/data/tasks]
-        [--work /tmp/finetune-bench] [--only sst2_bert,pos_bert,...]
+        [--work /tmp/finetune-bench] [--only sst2_bert,pos_bert,...] [--set key=value ...]
+        [--squad_train_questions 3000]
 
 Runs (short budgets for a 2-core CPU; the exact settings are in RUNS and printed with the results):
   - sst2_*: SST-2 train -> dev accuracy vs the majority class.
@@ -12,7 +13,9 @@ Runs (short budgets for a 2-core CPU; the exact settings are in RUNS and printed
   - squad_bert: SQuAD v1.1 (38 articles): questions of articles 0-29 train (a seeded subsample), the
     questions of articles 30-37 are evaluated (other articles: no shared context); EM/F1 vs the first
     sentence of the context.
-Prints a table and, last, one JSON line with every run's metrics.
+`--set` overrides a setting in every selected run (after RUNS' own), e.g. `--set epochs=5` or
+`--set max_train_examples=0` (all training examples). Prints a table and, last, one JSON line with every
+run's metrics.
 """
 
 import argparse
@@ -50,7 +53,7 @@ SQUAD_TRAIN_QUESTIONS = 3000
 SQUAD_EVAL_QUESTIONS = 1000
 
 
-def prepare(tasks: str, work: str) -> None:
+def prepare(tasks: str, work: str, squad_train_questions: int = SQUAD_TRAIN_QUESTIONS) -> None:
     """The NER split and the SQuAD article split, written under `work`."""
     from models import task_data
 
@@ -74,7 +77,7 @@ def prepare(tasks: str, work: str) -> None:
                 {"context": para["context"], "qas": [qa for q, qa in enumerate(para["qas"]) if (a, p, q) in keep]}
                 for p, para in enumerate(article["paragraphs"])]} for a, article in enumerate(articles)]}
 
-    for name, articles, limit in (("squad_train.json", data["data"][:SQUAD_TRAIN_ARTICLES], SQUAD_TRAIN_QUESTIONS),
+    for name, articles, limit in (("squad_train.json", data["data"][:SQUAD_TRAIN_ARTICLES], squad_train_questions),
                                   ("squad_eval.json", data["data"][SQUAD_TRAIN_ARTICLES:], SQUAD_EVAL_QUESTIONS)):
         with open(os.path.join(work, name), "w", encoding="utf-8") as f:
             json.dump(subset(articles, limit, seed=0), f)
@@ -87,13 +90,17 @@ def main(argv=None) -> int:
     parser.add_argument("--tasks", default=TASKS)
     parser.add_argument("--work", default="/tmp/finetune-bench")
     parser.add_argument("--only", default=",".join(RUNS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting in every selected run")
+    parser.add_argument("--squad_train_questions", type=int, default=SQUAD_TRAIN_QUESTIONS)
     args = parser.parse_args(argv)
     from models import finetune
 
-    prepare(args.tasks, args.work)
+    prepare(args.tasks, args.work, args.squad_train_questions)
     results = {}
     for name in args.only.split(","):
         task, kind, train, evaluation, overrides, metric = RUNS[name]
+        overrides = overrides + args.set
         paths = [os.path.join(args.work, p) if os.path.exists(os.path.join(args.work, p)) else
                  os.path.join(args.tasks, p) for p in (train, evaluation)]
         config = finetune.apply_overrides(finetune.FinetuneConfig(), overrides)

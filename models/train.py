@@ -108,7 +108,8 @@ def distributed_dataset(strategy, pattern: str, task, train_config, *, training:
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-checkpoint "Sharding callback" lines
+    for noisy in ("tensorflow", "absl"):  # absl: TF's per-checkpoint "Sharding callback duration" lines
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     args = parse_args(argv)
     try:
         model_config, train_config, data = resolve(args)

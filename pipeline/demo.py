@@ -16,20 +16,29 @@ Steps, each reusing its output when the inputs are unchanged:
   7. export: `serving.export` for each model into `export/<model>/` (TF-Hub modules under `hub/`, a TF
      Serving version folder under `serving/`), redone only when the model has a newer checkpoint;
   8. serving: the local TF Serving-compatible server (`serving.server`) over all three exports (one
-     `export/models.config`), asked for BERT embeddings, ELMo vectors and a GPT continuation over REST.
+     `export/models.config`), asked for BERT embeddings, ELMo vectors and a GPT continuation over REST;
+  9. polysemy: `models.evaluate_senses` on each export with WordNet sense-labelled sentences (`--senses`,
+     default `$SHARED_DATA/eval/`): nearest-neighbour sense accuracy per layer against the static ceiling,
+     the "bank"/"play" neighbours, and a PNG of "bank" per model under `polysemy/`;
+then training-curve PNGs (`runs/<model>/training_curves.png`) and a summary table (`summary.json`).
 """
 
 import argparse
 import glob
+import gzip
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import traceback
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SHARED_DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(_ROOT), "shared", "data"))
 
 
 def _step(title: str) -> None:
@@ -45,8 +54,7 @@ def learn_vocab(corpus: str, vocab_path: str, vocab_size: int) -> None:
             return
     cmd = [sys.executable, "-m", "pipeline.vocab", "--input", corpus, "--output", vocab_path,
            "--vocab_size", str(vocab_size)]
-    print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=_ROOT)
+    _run(cmd)
 
 
 def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
@@ -58,7 +66,7 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
     tokenizer = WordPieceTokenizer(Vocabulary.from_file(vocab_path))
     unk = tokenizer.special_ids["[UNK]"]
 
-    @tf.function
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def encode(lines):
         words = tokenizer.tokenize_words(lines)  # [B, (W), (P)]
         return words.merge_dims(1, 2), words.row_lengths(axis=1)
@@ -67,7 +75,7 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
     cpu = time.process_time()
     with open(out_path, "w") as out:
         for path in sorted(glob.glob(corpus)):
-            with open(path, "rb") as f:
+            with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
                 lines = [line.decode("utf-8", "replace").rstrip("\r\n") for line in f]
             for start in range(0, len(lines), 8192):
                 ids, n_words = encode(tf.constant(lines[start:start + 8192]))
@@ -105,8 +113,7 @@ def make_pretraining_data(corpus: str, vocab_path: str, data_dir: str) -> dict:
                 continue
         cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", model, "--input", corpus,
                "--vocab", vocab_path, "--output_dir", out, "--overwrite", *flags]
-        print("$ " + " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, cwd=_ROOT)
+        _run(cmd)
         results[model] = json.load(open(meta_path))
     for model, meta in results.items():
         pattern = os.path.join(data_dir, model, f"{model}-*.tfrecord")
@@ -116,6 +123,7 @@ def make_pretraining_data(corpus: str, vocab_path: str, data_dir: str) -> dict:
     return {model: meta["examples"] for model, meta in results.items()}
 
 
+DEFAULT_STEPS = 300
 # Brief-run recipe per model: peak learning rate (warm-up: a tenth of the steps), batch 32.
 LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
 
@@ -128,43 +136,54 @@ def train_models(data_dir: str, runs_dir: str, steps: int) -> dict:
         model_dir = os.path.join(runs_dir, model)
         _drop_if_other_data(model_dir, data_dir, model)
         flags = {"train_steps": steps, "batch_size": 32, "learning_rate": learning_rate,
-                 "warmup_steps": max(steps // 10, 1), "log_every": max(steps // 5, 1), "checkpoint_every": 100,
+                 "warmup_steps": max(steps // 10, 1), "log_every": max(steps // 10, 1), "checkpoint_every": 100,
                  "steps_per_execution": 25}
         cmd = [sys.executable, "-m", "models.train", "--model", model, "--preset", f"{model}_tiny",
                "--train_data", pattern, "--model_dir", model_dir,
                *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]]
-        print("$ " + " ".join(cmd), flush=True)
         started = time.time()
-        subprocess.run(cmd, check=True, cwd=_ROOT)
+        _run(cmd)
         seconds = time.time() - started
-        evaluation = subprocess.run([sys.executable, "-m", "models.evaluate", "--model_dir", model_dir,
-                                     "--eval_data", pattern, "--steps", "20"],
-                                    check=True, cwd=_ROOT, capture_output=True, text=True)
-        metrics = json.loads(evaluation.stdout.strip().splitlines()[-1])
+        evaluation = _run([sys.executable, "-m", "models.evaluate", "--model_dir", model_dir,
+                           "--eval_data", pattern, "--steps", "20"], echo=False)
+        metrics = json.loads(evaluation.strip().splitlines()[-1])
         print(f"{model}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
         results[model] = {"model_dir": model_dir, "train_seconds": round(seconds, 1), **metrics}
     return results
 
 
 def export_models(runs: dict, export_root: str) -> dict:
-    """Exports each trained model to `export_root/<model>/` unless its latest checkpoint is already exported;
-    returns model -> TF Serving base path."""
-    bases = {}
+    """Exports each trained model to `export_root/<model>/` unless that checkpoint was already exported by
+    the same export code; returns model -> export_dir, TF Serving base path and the export's stamp."""
+    exported = {}
+    code = _source_digest("serving", "models", "preprocessing")
     for model, run in runs.items():
         export_dir = os.path.join(export_root, model)
         stamp_path = os.path.join(export_dir, "exported_from.json")
-        latest = _latest_checkpoint(run["model_dir"])
+        stamp = {"checkpoint": _latest_checkpoint(run["model_dir"]), "code": code}
         base = os.path.join(os.path.abspath(export_dir), "serving", model)
-        if os.path.exists(stamp_path) and json.load(open(stamp_path)).get("checkpoint") == latest:
-            print(f"{model}: {export_dir} is up to date (checkpoint {os.path.basename(latest)})")
+        if os.path.exists(stamp_path) and json.load(open(stamp_path)) == stamp:
+            print(f"{model}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})")
         else:
+            if os.path.isdir(export_dir):  # an export of another checkpoint or code: replace it whole
+                shutil.rmtree(export_dir)
             cmd = [sys.executable, "-m", "serving.export", "--model_dir", run["model_dir"], "--export_dir", export_dir]
-            print("$ " + " ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True, cwd=_ROOT)
+            _run(cmd)
             with open(stamp_path, "w") as f:
-                json.dump({"checkpoint": latest}, f)
-        bases[model] = base
-    return bases
+                json.dump(stamp, f)
+        exported[model] = {"export_dir": export_dir, "base": base, "stamp": stamp}
+    return exported
+
+
+def _source_digest(*packages: str) -> str:
+    """sha256 over the project's Python sources in `packages`: a step keyed on it reruns when they change."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted(glob.glob(os.path.join(_ROOT, package, "*.py"))):
+            digest.update(os.path.relpath(path, _ROOT).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
 
 
 def _latest_checkpoint(model_dir: str) -> str:
@@ -186,7 +205,7 @@ def serve_and_query(bases: dict, config_path: str) -> dict:
     cmd = [sys.executable, "-m", "serving.server", "--model_config_file", config_path, "--rest_api_port", "0",
            "--port", "0"]
     print("$ " + " ".join(cmd), flush=True)
-    server = subprocess.Popen(cmd, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
+    server = _popen(cmd)
     try:
         url = None
         for line in server.stdout:
@@ -224,6 +243,127 @@ def serve_and_query(bases: dict, config_path: str) -> dict:
         server.wait(timeout=60)
 
 
+POLYSEMY_WORDS = "bank,play"
+
+
+def evaluate_polysemy(exported: dict, senses: str, pairs: str, out_dir: str) -> dict:
+    """`models.evaluate_senses` on each export (reused while the export and data are unchanged); prints
+    its report and neighbours, draws `out_dir/<model>_bank.png`; returns model -> the evaluation's summary."""
+    os.makedirs(out_dir, exist_ok=True)
+    results = {}
+    for model, export in exported.items():
+        result_path = os.path.join(out_dir, f"{model}.json")
+        png = os.path.join(out_dir, f"{model}_bank.png")
+        key = {"export": export["stamp"], "senses": os.path.abspath(senses), "pairs": os.path.abspath(pairs) if pairs else None}
+        if os.path.exists(result_path) and os.path.exists(png):
+            saved = json.load(open(result_path))
+            if saved.get("key") == key:
+                print(f"{model}: reusing {result_path}")
+                print(saved["report"], end="")
+                results[model] = saved["summary"]
+                continue
+        cmd = [sys.executable, "-m", "models.evaluate_senses", "--module", export["export_dir"], "--data", senses, "--png", png, "--png_word", "bank", "--examples", POLYSEMY_WORDS,
+               *(["--pairs", pairs] if pairs else [])]
+        print(f"--- {model}", flush=True)
+        stdout = _run(cmd)
+        report = "".join(line + "\n" for line in stdout.splitlines()[:-1])
+        summary = json.loads(stdout.splitlines()[-1])
+        with open(result_path, "w") as f:
+            json.dump({"key": key, "summary": summary, "report": report}, f, indent=1)
+        results[model] = summary
+    print(f"\n{'model':<6}{'static layer':>22}{'best contextual layer':>30}{'MFS (static ceiling)':>22}")
+    for model, s in results.items():
+        static = f"{s['static_layer']} {s['static_accuracy']:.3f}"
+        best = f"{s['best_layer']} {s['accuracy']:.3f}"
+        print(f"{model:<6}{static:>22}{best:>30}{s['baseline']:>22.3f}")
+    return results
+
+
+# What TensorFlow's C++ side prints at start-up on a CPU machine, before its logging is configured (so
+# TF_CPP_MIN_LOG_LEVEL cannot hide it): harmless, and dropped from this process's and its children's stderr.
+_TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWE]0000 [\d:.]+ +\d+ "
+                       r"((port|cudart_stub|cuda_platform|cuda_executor|cuda_diagnostics)\.cc:\d+\]|"
+                       r"util\.cc:\d+\] oneDNN supports DT_INT64))")
+
+
+def filter_stderr() -> threading.Thread:
+    """Points file descriptor 2 (this process's C++ code and every child inherit it) at a pipe whose lines are
+    passed on to the real stderr unless they are TF's start-up noise. Join the returned thread after
+    `close_stderr()` to flush the rest."""
+    read_fd, write_fd = os.pipe()
+    real_stderr = os.fdopen(os.dup(2), "w")
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+    def forward():
+        with os.fdopen(read_fd, errors="replace") as lines:
+            for line in lines:
+                if not _TF_NOISE.match(line):
+                    real_stderr.write(line)
+                    real_stderr.flush()
+
+    thread = threading.Thread(target=forward, daemon=True)
+    thread.start()
+    return thread
+
+
+def close_stderr() -> None:
+    sys.stderr.flush()
+    os.close(2)
+
+
+def _popen(cmd: list[str]) -> subprocess.Popen:
+    """Starts `cmd` from the project root, stdout piped to the caller (stderr: ours)."""
+    return subprocess.Popen(cmd, cwd=_ROOT, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))  # progress lines as they come
+
+
+def _run(cmd: list[str], echo: bool = True) -> str:
+    """Runs `cmd` to the end, echoing its stdout as it comes (but its closing JSON line); returns the stdout.
+    Raises CalledProcessError on a non-zero exit."""
+    if echo:
+        print("$ " + " ".join(cmd), flush=True)
+    lines = []
+    proc = _popen(cmd)
+    for line in proc.stdout:
+        lines.append(line)
+        if echo and not line.startswith("{"):
+            print("  " + line.rstrip(), flush=True)
+    proc.wait()
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return "".join(lines)
+
+
+def draw_curves(runs: dict) -> dict:
+    """`runs/<model>/training_curves.png` from each run's history; returns model -> path."""
+    from models.curves import write_curves
+
+    paths = {model: write_curves(run["model_dir"]) for model, run in runs.items()}
+    for model, path in paths.items():
+        print(f"{model}: {path} (TensorBoard: {os.path.join(runs[model]['model_dir'], 'train')})")
+    return paths
+
+
+def _size(path: str) -> str:
+    """The size of a file or a folder tree, human-readable."""
+    total = os.path.getsize(path) if os.path.isfile(path) else sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+    for unit in ("B", "KB", "MB", "GB"):
+        if total < 1024 or unit == "GB":
+            return f"{total:.0f} {unit}" if unit == "B" else f"{total:.1f} {unit}"
+        total /= 1024
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> None:
+    """(step, what, figures, where) rows as an aligned table."""
+    header = ("step", "what", "figures", "where")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
 def _drop_if_other_data(model_dir: str, data_dir: str, model: str) -> None:
     """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
     config_path = os.path.join(model_dir, "config.json")
@@ -241,8 +381,16 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", default="", help="file pattern of your own text (default: Shakespeare)")
     parser.add_argument("--cache_dir", default=os.path.join(_ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--demo_steps", type=int, default=300, help="pretraining steps per model")
+    parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS, help="pretraining steps per model")
+    parser.add_argument("--senses", default=os.path.join(_SHARED_DATA, "eval", "wordnet_senses.jsonl.gz"),
+                        help="sense-labelled sentences for the polysemy step")
+    parser.add_argument("--pairs", default=os.path.join(_SHARED_DATA, "eval", "wordnet_wic_pairs.tsv.gz"),
+                        help="WiC-style pairs for the polysemy step ('' for none)")
     args = parser.parse_args(argv)
+    for flag, path in (("--senses", args.senses), ("--pairs", args.pairs)):
+        if path and not os.path.exists(path):  # checked first: no half-run demo for a missing file
+            print(f"error: {flag} {path} does not exist (set SHARED_DATA=... or pass {flag})", file=sys.stderr)
+            return 2
     os.makedirs(args.demo_dir, exist_ok=True)
     started = time.time()
 
@@ -266,17 +414,25 @@ def main(argv=None) -> int:
     _step("3. tokenization")
     tokens_path = os.path.join(args.demo_dir, "tokens.txt")
     stats = tokenize_corpus(corpus, vocab_path, tokens_path)
+    print(f"{stats['lines']:,} lines, {stats['words']:,} words -> {stats['pieces']:,} pieces "
+          f"({stats['pieces'] / max(stats['words'], 1):.3f} per word, {stats['unk']:,} [UNK])")
     _step("4. pretraining data (Beam, local runner)")
-    examples = make_pretraining_data(corpus, vocab_path, os.path.join(args.demo_dir, "data"))
+    data_dir = os.path.join(args.demo_dir, "data")
+    examples = make_pretraining_data(corpus, vocab_path, data_dir)
     _step(f"5. pretraining ({args.demo_steps} steps per model) and 6. evaluation")
-    trained = train_models(os.path.join(args.demo_dir, "data"), os.path.join(args.demo_dir, "runs"),
-                           args.demo_steps)
+    trained = train_models(data_dir, os.path.join(args.demo_dir, "runs"), args.demo_steps)
 
     _step("7. export (TF-Hub modules and TF Serving version folders)")
     export_root = os.path.join(args.demo_dir, "export")
-    bases = export_models(trained, export_root)
+    exported = export_models(trained, export_root)
     _step("8. serving (the local TF Serving-compatible server, queried over REST)")
-    answers = serve_and_query(bases, os.path.join(os.path.abspath(export_root), "models.config"))
+    answers = serve_and_query({model: e["base"] for model, e in exported.items()},
+                              os.path.join(os.path.abspath(export_root), "models.config"))
+    _step("9. polysemy: does context tell the senses of a word apart?")
+    polysemy_dir = os.path.join(args.demo_dir, "polysemy")
+    polysemy = evaluate_polysemy(exported, args.senses, args.pairs, polysemy_dir)
+    _step("training curves")
+    curves = draw_curves(trained)
 
     summary = {
         "corpus": corpus, "corpus_mb": round(size / 1e6, 2), "vocab": vocab_path, "tokens": tokens_path,
@@ -284,25 +440,78 @@ def main(argv=None) -> int:
         "unk_rate": round(stats["unk"] / max(stats["pieces"], 1), 6),
         "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),
         **{f"{model}_examples": n for model, n in examples.items()},
-        "data": os.path.join(args.demo_dir, "data"),
+        "data": data_dir,
         "bert_mlm_accuracy": round(trained["bert"]["mlm_accuracy"], 4),
         "gpt_perplexity": round(trained["gpt"]["perplexity"], 1),
         "bilm_perplexity": round(trained["bilm"]["perplexity"], 1),
         **{f"{model}_train_seconds": r["train_seconds"] for model, r in trained.items()},
         "runs": os.path.join(args.demo_dir, "runs"),
+        "training_curves": curves,
         "export": export_root, **answers,
+        "polysemy": {model: {"static_layer": s["static_layer"], "static_accuracy": round(s["static_accuracy"], 4),
+                             "best_layer": s["best_layer"], "accuracy": round(s["accuracy"], 4),
+                             "mfs_baseline": round(s["baseline"], 4), "wic_accuracy": s.get("wic_accuracy")}
+                     for model, s in polysemy.items()},
+        "polysemy_dir": polysemy_dir,
         "wall_seconds": round(time.time() - started, 1),
     }
     with open(os.path.join(args.demo_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
 
-    _step("summary")
-    width = max(len(k) for k in summary)
-    for key, value in summary.items():
-        print(f"  {key:<{width}}  {value}")
+    _step(f"summary ({summary['wall_seconds']:.0f} s; also in {os.path.join(args.demo_dir, 'summary.json')})")
+    print_table(summary_rows(summary, trained, exported, polysemy))
+    print(f"\nGPT, sampled: {answers['gpt_continuation']!r}")
     return 0
+
+
+def summary_rows(summary: dict, trained: dict, exported: dict, polysemy: dict) -> list[tuple[str, str, str, str]]:
+    """The final table: one row per artefact, with its size and the figures a user looks for."""
+    rows = [
+        ("1 corpus", f"{summary['corpus_mb']} MB", f"{summary['lines']:,} lines, {summary['words']:,} words",
+         summary["corpus"]),
+        ("2 vocabulary", _size(summary["vocab"]), f"{sum(1 for _ in open(summary['vocab'])):,} WordPieces",
+         summary["vocab"]),
+        ("3 tokens", _size(summary["tokens"]), f"{summary['pieces_per_word']} pieces/word, "
+         f"[UNK] {100 * summary['unk_rate']:.3f}%", summary["tokens"]),
+    ]
+    for model in trained:
+        rows.append((f"4 {model} TFRecords", _size(os.path.join(summary["data"], model)),
+                     f"{summary[f'{model}_examples']:,} examples", os.path.join(summary["data"], model)))
+    figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f}, NSP acc {r['nsp_accuracy']:.3f}",
+               "gpt": lambda r: f"perplexity {r['perplexity']:.1f}",
+               "bilm": lambda r: f"perplexity {r['perplexity']:.1f}"}
+    for model, run in trained.items():
+        rows.append((f"5-6 {model}_tiny", _size(run["model_dir"]),
+                     f"{figures[model](run)} (train data), {run['train_seconds']:.0f} s", run["model_dir"]))
+    for model, export in exported.items():
+        rows.append((f"7 {model} export", _size(export["export_dir"]), "TF-Hub module + TF Serving v"
+                     + os.path.basename(sorted(glob.glob(os.path.join(export["base"], "*")))[-1]), export["export_dir"]))
+    rows.append(("8 serving", "", f"bert {summary['bert_ms']} ms, bilm {summary['bilm_ms']} ms, "
+                 f"gpt generate {summary['gpt_ms']} ms", os.path.join(summary["export"], "models.config")))
+    for model, s in polysemy.items():
+        rows.append((f"9 {model} polysemy", "", f"sense acc {s['accuracy']:.3f} ({s['best_layer']}) vs static "
+                     f"{s['static_accuracy']:.3f}, MFS {s['baseline']:.3f}",
+                     os.path.join(summary["polysemy_dir"], f"{model}_bank.png")))
+    for model, path in summary["training_curves"].items():
+        rows.append((f"  {model} curves", _size(path), "", path))
+    return rows
 
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(main())
+    forwarder = filter_stderr()
+    try:
+        status = main()
+    except subprocess.CalledProcessError as e:
+        print(f"error: `{' '.join(e.cmd)}` exited with status {e.returncode} (its output is above); "
+              f"finished steps are kept, so a re-run resumes", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        print("interrupted: finished steps are kept, so a re-run resumes", file=sys.stderr)
+        status = 130
+    except Exception:  # printed through the filter, before it closes
+        traceback.print_exc()
+        status = 1
+    close_stderr()
+    forwarder.join(timeout=10)
+    sys.exit(status)

@@ -1,0 +1,12 @@
+# The Beam worker image for Dataflow (or any portable runner): Beam's own Python 3.11 SDK image with this
+# project's pinned requirements, tensorflow-text above all (the Beam jobs tokenize with its ops).
+#
+#   docker build -f pipeline/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/REPO/pipeline-worker:2.77.0 .
+#   docker push REGION-docker.pkg.dev/PROJECT/REPO/pipeline-worker:2.77.0
+#
+# then pass `--sdk_container_image` with that tag and `--setup_file ./setup.py` (ships pipeline/ and
+# preprocessing/). The SDK version of the image must equal the launching environment's apache-beam.
+FROM apache/beam_python3.11_sdk:2.77.0
+
+COPY requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
