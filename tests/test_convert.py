@@ -23,7 +23,7 @@ import tensorflow as tf
 from models import bert, convert, families, train
 from models.convert_common import read_weights
 from preprocessing.elmo_chars import char_ids
-from tests.conftest import HELDOUT, ROOT, read_corpus_lines
+from tests.conftest import HELDOUT, PROJECT_CACHE, read_corpus_lines
 from tests.training_fixtures import tiny_vocabulary, write_dataset
 
 TINY = {"vocab_size": 40, "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
@@ -479,7 +479,7 @@ def test_real_minilm_equals_huggingface_and_its_export(tmp_path):
 
     from serving import export
 
-    source = fetch_minilm(os.path.join(ROOT, ".cache"))
+    source = fetch_minilm(PROJECT_CACHE)
     model_dir = str(tmp_path / "minilm")
     assert _convert("--from", "hf_bert", "--checkpoint", source, "--model_dir", model_dir) == 0
     texts = _sentences()

@@ -1,0 +1,8 @@
+"""The symbols @bazel_tools loads from @rules_java//java:defs.bzl, forwarded to the rules built into Bazel 4.2.3."""
+
+java_binary = native.java_binary
+java_import = native.java_import
+java_library = native.java_library
+java_proto_library = native.java_proto_library
+java_runtime = native.java_runtime
+java_toolchain = native.java_toolchain
