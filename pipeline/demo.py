@@ -280,10 +280,14 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str, out_dir: str) -> 
 
 
 # What TensorFlow's C++ side prints at start-up on a CPU machine, before its logging is configured (so
-# TF_CPP_MIN_LOG_LEVEL cannot hide it): harmless, and dropped from this process's and its children's stderr.
+# TF_CPP_MIN_LOG_LEVEL cannot hide it), and two warnings every local Beam worker logs: harmless, and dropped
+# from this process's and its children's stderr.
 _TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWE]0000 [\d:.]+ +\d+ "
                        r"((port|cudart_stub|cuda_platform|cuda_executor|cuda_diagnostics)\.cc:\d+\]|"
-                       r"util\.cc:\d+\] oneDNN supports DT_INT64))")
+                       r"util\.cc:\d+\] oneDNN supports DT_INT64)|"
+                       # and Beam's local workers, started with the launcher's options, on two of them
+                       r"WARNING:apache_beam\.runners\.portability\.local_job_service:Worker: severity: WARN .*"
+                       r"message: \"(Discarding unparseable args|No semi_persistent_directory found))")
 
 
 def filter_stderr() -> threading.Thread:
@@ -482,7 +486,7 @@ def summary_rows(summary: dict, trained: dict, exported: dict, polysemy: dict) -
                "bilm": lambda r: f"perplexity {r['perplexity']:.1f}"}
     for model, run in trained.items():
         rows.append((f"5-6 {model}_tiny", _size(run["model_dir"]),
-                     f"{figures[model](run)} (train data), {run['train_seconds']:.0f} s", run["model_dir"]))
+                     f"{figures[model](run)} (train data); {run['train_seconds']:.0f} s this run", run["model_dir"]))
     for model, export in exported.items():
         rows.append((f"7 {model} export", _size(export["export_dir"]), "TF-Hub module + TF Serving v"
                      + os.path.basename(sorted(glob.glob(os.path.join(export["base"], "*")))[-1]), export["export_dir"]))

@@ -21,12 +21,19 @@ NOISE = [
     "I0000 00:00:1796045607.654232    6185 cudart_stub.cc:31] Could not find cuda drivers on your machine\n",
     "E0000 00:00:1796045610.363678    6185 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error\n",
     "E0000 00:00:1796045674.827196    7085 util.cc:131] oneDNN supports DT_INT64 only on platforms with AVX-512.\n",
+    "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN timestamp {   seconds: "
+    "1796049913   nanos: 790235996 } message: \"Discarding unparseable args: [\'--direct_runner_use_stacked_bundle\'"
+    "]\" log_location: \"/x/apache_beam/options/pipeline_options.py:570\" thread: \"MainThread\" \n",
+    "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN timestamp {   seconds: "
+    "1796049913   nanos: 892636060 } message: \"No semi_persistent_directory found:  User registered objects\"\n",
 ]
 NOT_NOISE = [
     "E0000 00:00:1796045610.363678    6185 util.cc:131] Something else went wrong\n",
     "Traceback (most recent call last):\n",
     "2026-11-30 13:34:34,041 INFO serving.servables: Loading servable\n",
     "error: --senses x does not exist\n",
+    "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN timestamp { } message: "
+    "\"A real problem\"\n",
 ]
 
 
