@@ -58,12 +58,23 @@ def learn_vocab(corpus: str, vocab_path: str, vocab_size: int) -> None:
 
 
 def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
+    """Token ids of every line to `out_path` (written aside, then renamed) and coverage figures, kept in
+    `out_path.json` with the corpus files and vocabulary they came from: reused while those are unchanged."""
     import tensorflow as tf
 
     from preprocessing.vocabulary import Vocabulary
     from preprocessing.wordpiece import WordPieceTokenizer
 
-    tokenizer = WordPieceTokenizer(Vocabulary.from_file(vocab_path))
+    vocab = Vocabulary.from_file(vocab_path)
+    key = {"files": [[path, os.path.getsize(path), os.path.getmtime(path)] for path in sorted(glob.glob(corpus))],
+           "vocab_sha256": vocab.sha256}
+    meta_path = out_path + ".json"
+    if os.path.exists(out_path) and os.path.exists(meta_path):
+        saved = json.load(open(meta_path))
+        if saved.get("key") == key:
+            print(f"reusing {out_path} (same corpus files and vocabulary)")
+            return saved["stats"]
+    tokenizer = WordPieceTokenizer(vocab)
     unk = tokenizer.special_ids["[UNK]"]
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -73,8 +84,8 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
 
     stats = {"lines": 0, "words": 0, "pieces": 0, "unk": 0}
     cpu = time.process_time()
-    with open(out_path, "w") as out:
-        for path in sorted(glob.glob(corpus)):
+    with open(out_path + ".partial", "w") as out:
+        for path, _, _ in key["files"]:
             with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
                 lines = [line.decode("utf-8", "replace").rstrip("\r\n") for line in f]
             for start in range(0, len(lines), 8192):
@@ -87,6 +98,9 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
                 stats["pieces"] += len(flat)
                 stats["unk"] += int((flat == unk).sum())
     stats["tokenize_step_cpu_seconds"] = round(time.process_time() - cpu, 2)  # includes writing tokens.txt
+    os.replace(out_path + ".partial", out_path)
+    with open(meta_path, "w") as f:
+        json.dump({"key": key, "stats": stats}, f)
     return stats
 
 

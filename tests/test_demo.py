@@ -124,7 +124,8 @@ def test_demo_end_to_end_then_a_rerun_reuses_every_step(tmp_path):
 
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    for reused in ("reusing " + str(out / "vocab.txt"), "reusing " + str(out / "data" / "bilm"),
+    for reused in ("reusing " + str(out / "vocab.txt"), "reusing " + str(out / "tokens.txt"),
+                   "reusing " + str(out / "data" / "bilm"),
                    "from step 6 to 6", "is up to date", "bert: reusing"):
         assert reused in second.stdout + second.stderr
     assert json.loads((out / "summary.json").read_text())["polysemy"] == summary["polysemy"]
