@@ -46,7 +46,7 @@ def prepare(work_dir: str, kind: str) -> dict[str, str]:
         out = os.path.join(work_dir, f"{kind}-{split}")
         if not os.path.exists(os.path.join(out, "metadata.json")):
             run_module(["pipeline.pretraining_data", "--model", kind, "--input", corpus, "--vocab", vocab,
-                  "--output_dir", out, "--dupe_factor", "1", "--overwrite"])
+                        "--output_dir", out, "--dupe_factor", "1", "--overwrite"])
         patterns[split] = os.path.join(out, f"{kind}-*.tfrecord")
     return patterns
 
@@ -83,10 +83,10 @@ def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | No
              "checkpoint_every": steps}
     start = time.time()
     run_module(["models.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
-          "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
+                "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
     seconds = time.time() - start
     result = json.loads(run_module(["models.evaluate", "--model_dir", model_dir, "--eval_data",
-                              patterns["heldout"]]).strip().splitlines()[-1])
+                                    patterns["heldout"]]).strip().splitlines()[-1])
     return {**result, "train_seconds": round(seconds, 1), "train_steps": steps,
             "train_tokens": steps * TRAIN_FLAGS["batch_size"] * _seq_length(patterns["pretrain"])}
 

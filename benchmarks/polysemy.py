@@ -35,8 +35,8 @@ def minilm_model_dir(work_dir: str) -> str:
     model_dir = os.path.join(work_dir, "runs", "minilm")
     if not os.path.exists(os.path.join(model_dir, "config.json")):
         source = fetch_minilm(os.path.join(ROOT, ".cache"))
-        run_module(["models.convert", "--from", "hf_bert", "--checkpoint", os.path.join(source, "model.safetensors"),
-              "--model_dir", model_dir])
+        run_module(["models.convert", "--from", "hf_bert", "--checkpoint",
+                    os.path.join(source, "model.safetensors"), "--model_dir", model_dir])
     return model_dir
 
 
@@ -47,7 +47,7 @@ def evaluate_model(runs: str, work_dir: str, kind: str) -> tuple[dict, str, floa
         run_module(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir])
     start = time.time()
     stdout = run_module(["models.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
-                   "--png", os.path.join(work_dir, f"{kind}_bank.png"), "--png_word", "bank"])
+                         "--png", os.path.join(work_dir, f"{kind}_bank.png"), "--png_word", "bank"])
     return json.loads(stdout.strip().splitlines()[-1]), stdout, time.time() - start
 
 
