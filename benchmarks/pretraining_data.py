@@ -8,14 +8,16 @@ Engines, each run as a subprocess, one after the other, with TF_CPP_MIN_LOG_LEVE
 max_predictions_per_seq 20, seed 12345:
   reference  `python -m benchmarks.reference_create_pretraining_data` (written next to this file): a
              single-process, pure-Python implementation of google-research/bert's create_pretraining_data.py
-             (all documents and instances in memory; HuggingFace `tokenizers` for the per-line tokenizing,
-             which makes it faster than the original) writing one TFRecord file;
+             (all documents and instances in memory; the original's pure-Python tokenizer) writing one
+             TFRecord file; section 1 also runs it with `--tokenizer hf` (HuggingFace `tokenizers`, Rust: the
+             same pieces, a stronger peer than the original);
   ours       `python -m pipeline.pretraining_data --model bert ...`: without Beam options the project's default,
-             Beam's DirectRunner in multi-processing mode with one worker per core (2 here); in section 4
+             Beam's DirectRunner in multi-processing mode with one worker per core (2 here); section 1 also
+             runs it on one process (`--runner FnApiRunner`); in section 4
              `--runner DirectRunner --direct_running_mode multi_processing --direct_num_workers N`.
 Sections:
-  1. throughput at --dupe_factor (default 5) on the corpus: instances per CPU-second of both, and their ratio
-     (goal: ours >= 10x the reference);
+  1. throughput at --dupe_factor (default 5) on the corpus: instances per CPU-second of the four runs, and
+     the ratios (goal: ours >= 10x the reference);
   2. peak memory of the same two runs: the reference's, and for ours the driver's, the largest single Beam
      worker's (the `sdk_worker_main` processes) and the whole tree's;
   3. memory scaling (unless --skip_scaling), at --scaling_dupe_factor (default 1, to keep the run short):
@@ -128,12 +130,13 @@ def _measure(name: str, cmd: list[str], log_path: str) -> dict:
     return run
 
 
-def run_reference(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str) -> dict:
+def run_reference(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, tokenizer: str = "original") -> dict:
     output = os.path.join(tmp, f"reference_{tag}.tfrecord")
     log = os.path.join(tmp, f"reference_{tag}.log")
     cmd = [sys.executable, "-m", "benchmarks.reference_create_pretraining_data", "--input", corpus, "--vocab", vocab,
-           "--output", output, "--dupe_factor", str(dupe_factor), *COMMON, "--seed", "12345"]
-    run = _measure(f"reference ({tag}, dupe_factor {dupe_factor})", cmd, log)
+           "--output", output, "--dupe_factor", str(dupe_factor), *COMMON, "--seed", "12345",
+           "--tokenizer", tokenizer]
+    run = _measure(f"reference ({tag}, dupe_factor {dupe_factor}, {tokenizer} tokenizer)", cmd, log)
     with open(log, errors="replace") as f:
         numbers = [line.strip() for line in f if line.strip().isdigit()]
     run["instances"] = int(numbers[-1])
@@ -205,30 +208,41 @@ def _r(x, digits=1):
     return None if x is None else round(x, digits)
 
 
-def section1(ref: dict, ours: dict, dupe_factor: int) -> dict:
-    rate_ref, rate_ours = ref["instances"] / ref["cpu_s"], ours["instances"] / ours["cpu_s"]
-    ratio = rate_ours / rate_ref
+def section1(ref: dict, ref_hf: dict, ours: dict, ours_one: dict, dupe_factor: int) -> dict:
+    rate = {name: r["instances"] / r["cpu_s"] for name, r in
+            (("ref", ref), ("ref_hf", ref_hf), ("ours", ours), ("ours_one", ours_one))}
+    ratio = rate["ours"] / rate["ref"]
     print(f"\n1. Throughput, dupe_factor {dupe_factor} (CPU s = {CPU_METHOD})")
-    print(f"{'engine':<10} {'instances':>10} {'wall s':>8} {'job s':>7} {'CPU s':>8} {'user s':>8} {'sys s':>7} "
+    print(f"{'engine':<14} {'instances':>10} {'wall s':>8} {'job s':>7} {'CPU s':>8} {'user s':>8} {'sys s':>7} "
           f"{'inst/CPU-s':>11} {'inst/wall-s':>12} {'output MB':>10}")
-    for name, r in (("reference", ref), ("ours", ours)):
+    rows = (("reference", ref), ("reference hf", ref_hf), ("ours", ours), ("ours 1 proc", ours_one))
+    for name, r in rows:
         job = f"{r['job_s']:>7.1f}" if r.get("job_s") is not None else f"{'':>7}"
-        print(f"{name:<10} {r['instances']:>10,} {r['wall_s']:>8.1f} {job} {r['cpu_s']:>8.1f} {r['user_s']:>8.1f} "
+        print(f"{name:<14} {r['instances']:>10,} {r['wall_s']:>8.1f} {job} {r['cpu_s']:>8.1f} {r['user_s']:>8.1f} "
               f"{r['sys_s']:>7.1f} {r['instances'] / r['cpu_s']:>11,.0f} {r['instances'] / r['wall_s']:>12,.0f} "
               f"{r['output_mb']:>10.1f}")
     wall_ratio = (ours["instances"] / ours["wall_s"]) / (ref["instances"] / ref["wall_s"])
-    print(f"{'ours/ref':<10} {ours['instances'] / ref['instances']:>10.3f} {ours['wall_s'] / ref['wall_s']:>8.2f} "
+    print(f"{'ours/ref':<14} {ours['instances'] / ref['instances']:>10.3f} {ours['wall_s'] / ref['wall_s']:>8.2f} "
           f"{'':>7} {ours['cpu_s'] / ref['cpu_s']:>8.2f} {'':>8} {'':>7} {ratio:>11.2f} {wall_ratio:>12.2f}")
     print(f"instances per CPU-second, ours / reference: {ratio:.2f}x (goal >= {GOAL:.0f}x: "
-          f"{'met' if ratio >= GOAL else 'NOT met'}); 'job s' is the project's own 'done in' time (pipeline "
-          f"only, no start-up); ours' CPU split (sampled): driver {ours['driver_cpu_s']:.1f} s, "
-          f"workers {ours['workers_cpu_s']:.1f} s")
+          f"{'met' if ratio >= GOAL else 'NOT met'}); against the reference with HuggingFace's tokenizer "
+          f"{rate['ours'] / rate['ref_hf']:.2f}x; ours on one process (--runner FnApiRunner) "
+          f"{rate['ours_one'] / rate['ref']:.2f}x and {rate['ours_one'] / rate['ref_hf']:.2f}x. 'job s' is the "
+          f"project's own 'done in' time (pipeline only, no start-up); ours' CPU split (sampled): driver "
+          f"{ours['driver_cpu_s']:.1f} s, workers {ours['workers_cpu_s']:.1f} s")
     return {"dupe_factor": dupe_factor,
             "ref_instances": ref["instances"], "ref_wall_s": _r(ref["wall_s"], 2), "ref_cpu_s": _r(ref["cpu_s"], 2),
-            "ref_instances_per_cpu_s": _r(rate_ref), "ours_instances": ours["instances"],
+            "ref_instances_per_cpu_s": _r(rate["ref"]), "ref_hf_cpu_s": _r(ref_hf["cpu_s"], 2),
+            "ref_hf_wall_s": _r(ref_hf["wall_s"], 2), "ref_hf_instances_per_cpu_s": _r(rate["ref_hf"]),
+            "ours_instances": ours["instances"],
             "ours_wall_s": _r(ours["wall_s"], 2), "ours_job_s": ours["job_s"], "ours_cpu_s": _r(ours["cpu_s"], 2),
             "ours_driver_cpu_s": _r(ours["driver_cpu_s"], 2), "ours_workers_cpu_s": _r(ours["workers_cpu_s"], 2),
-            "ours_instances_per_cpu_s": _r(rate_ours), "instances_per_cpu_s_ratio": _r(ratio, 3),
+            "ours_instances_per_cpu_s": _r(rate["ours"]), "instances_per_cpu_s_ratio": _r(ratio, 3),
+            "instances_per_cpu_s_ratio_vs_hf": _r(rate["ours"] / rate["ref_hf"], 3),
+            "ours_one_process_cpu_s": _r(ours_one["cpu_s"], 2), "ours_one_process_wall_s": _r(ours_one["wall_s"], 2),
+            "ours_one_process_instances_per_cpu_s": _r(rate["ours_one"]),
+            "one_process_ratio": _r(rate["ours_one"] / rate["ref"], 3),
+            "one_process_ratio_vs_hf": _r(rate["ours_one"] / rate["ref_hf"], 3),
             "instances_per_wall_s_ratio": _r(wall_ratio, 3), "goal_ratio": GOAL, "goal_met": ratio >= GOAL,
             "ref_output_mb": _r(ref["output_mb"]), "ours_output_mb": _r(ours["output_mb"]),
             "ours_shards": ours["shards"]}
@@ -343,8 +357,10 @@ def main(argv=None) -> None:
 
         print(f"\nsections 1-2 (dupe_factor {args.dupe_factor}):", flush=True)
         ref = run_reference(corpus, args.vocab, args.dupe_factor, tmp, "main")
+        ref_hf = run_reference(corpus, args.vocab, args.dupe_factor, tmp, "main_hf", tokenizer="hf")
         ours = run_ours(corpus, args.vocab, args.dupe_factor, tmp, "main", [])
-        figures.update(section1(ref, ours, args.dupe_factor))
+        ours_one = run_ours(corpus, args.vocab, args.dupe_factor, tmp, "one_process", ["--runner", "FnApiRunner"])
+        figures.update(section1(ref, ref_hf, ours, ours_one, args.dupe_factor))
         figures.update(section2(ref, ours, args.dupe_factor))
 
         d = args.scaling_dupe_factor

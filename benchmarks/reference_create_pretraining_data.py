@@ -8,9 +8,11 @@ A straightforward single-process, pure-Python implementation of the original scr
 from scratch for this benchmark (no code fetched or copied), keeping the original's structure and costs:
   - every document is loaded into memory first (one sentence per line, a blank line between documents), each
     line tokenized on its own, as the original does line by line; empty documents are dropped;
-  - the per-line tokenizer is HuggingFace `tokenizers`' `BertWordPieceTokenizer(vocab, lowercase=True)`
-    `.encode(line, add_special_tokens=False).tokens` (Rust) instead of the original's pure-Python
-    `FullTokenizer`: the same WordPiece pieces, but much faster, so this makes the peer faster, not slower;
+  - the per-line tokenizer is, by default (`--tokenizer original`), the original's algorithm in pure Python
+    (`OriginalTokenizer`: basic tokenizer, then greedy longest-match-first WordPiece), as the original
+    script runs it; `--tokenizer hf` swaps in HuggingFace `tokenizers`' `BertWordPieceTokenizer(vocab,
+    lowercase=True).encode(line, add_special_tokens=False).tokens` (Rust): the same pieces, about 3x faster
+    end to end, a stronger peer than the original;
   - one `random.Random(seed)` drives everything: the documents are shuffled, then for each duplicate pass
     and each document `create_instances_from_document` runs (target length `max_seq_length - 3`, or with
     probability `short_seq_prob` `randint(2, max)`; sentences gathered into a chunk until the target;
@@ -34,9 +36,96 @@ import os
 import random
 import sys
 import time
+import unicodedata
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one line at a time: no threads to speak of
+
+
+class OriginalTokenizer:
+    """The original script's tokenizer, in pure Python as it is there (written here from its description):
+    a basic tokenizer (drop control characters and U+FFFD, spaces around CJK ideographs, whitespace split,
+    lower case and accents stripped, split on punctuation) and greedy longest-match-first WordPiece per word
+    (words over 200 characters are `[UNK]`). `encode(line).tokens` gives the line's pieces, like the
+    HuggingFace tokenizer it can replace."""
+
+    class _Encoding:
+        __slots__ = ("tokens",)
+
+        def __init__(self, tokens):
+            self.tokens = tokens
+
+    def __init__(self, vocab: dict[str, int], max_word_chars: int = 200):
+        self.vocab = vocab
+        self.max_word_chars = max_word_chars
+
+    def encode(self, line: str, add_special_tokens: bool = False):
+        pieces = []
+        for word in self._basic(line):
+            pieces.extend(self._wordpiece(word))
+        return self._Encoding(pieces)
+
+    @staticmethod
+    def _is_cjk(cp: int) -> bool:
+        return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+                or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+                or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+    @staticmethod
+    def _is_punctuation(char: str) -> bool:
+        cp = ord(char)
+        if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+            return True
+        return unicodedata.category(char).startswith("P")
+
+    def _basic(self, text: str) -> list[str]:
+        cleaned = []
+        for char in text:
+            cp = ord(char)
+            if cp == 0 or cp == 0xFFFD:
+                continue
+            if char in " \t\n\r" or unicodedata.category(char) == "Zs":
+                cleaned.append(" ")
+            elif unicodedata.category(char) in ("Cc", "Cf"):
+                continue
+            elif self._is_cjk(cp):
+                cleaned.append(f" {char} ")
+            else:
+                cleaned.append(char)
+        words = []
+        for token in "".join(cleaned).split():
+            token = unicodedata.normalize("NFD", token.lower())
+            token = "".join(c for c in token if unicodedata.category(c) != "Mn")
+            current = []
+            for char in token:
+                if self._is_punctuation(char):
+                    if current:
+                        words.append("".join(current))
+                        current = []
+                    words.append(char)
+                else:
+                    current.append(char)
+            if current:
+                words.append("".join(current))
+        return words
+
+    def _wordpiece(self, word: str) -> list[str]:
+        if len(word) > self.max_word_chars:
+            return ["[UNK]"]
+        pieces, start = [], 0
+        while start < len(word):
+            end, found = len(word), None
+            while start < end:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self.vocab:
+                    found = piece
+                    break
+                end -= 1
+            if found is None:
+                return ["[UNK]"]
+            pieces.append(found)
+            start = end
+        return pieces
 
 
 class TrainingInstance:
@@ -248,14 +337,20 @@ def main(argv=None) -> None:
     parser.add_argument("--masked_lm_prob", type=float, default=0.15)
     parser.add_argument("--short_seq_prob", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--tokenizer", choices=["original", "hf"], default="original",
+                        help="original: the pure-Python tokenizer of the original script; hf: HuggingFace "
+                             "`tokenizers` (Rust; same pieces, faster)")
     args = parser.parse_args(argv)
-
-    from tokenizers import BertWordPieceTokenizer
 
     started = time.perf_counter()
     vocab = load_vocab(args.vocab)
     vocab_words = list(vocab.keys())
-    tokenizer = BertWordPieceTokenizer(args.vocab, lowercase=True)
+    if args.tokenizer == "hf":
+        from tokenizers import BertWordPieceTokenizer
+
+        tokenizer = BertWordPieceTokenizer(args.vocab, lowercase=True)
+    else:
+        tokenizer = OriginalTokenizer(vocab)
     rng = random.Random(args.seed)
     documents, instances = create_training_instances(
         args.input, tokenizer, vocab_words, args.max_seq_length, args.dupe_factor, args.short_seq_prob,
