@@ -8,8 +8,9 @@ Runs (short budgets for a 2-core CPU; the exact settings are in RUNS and printed
   - sst2_*: SST-2 train -> dev accuracy vs the majority class.
   - pos_*: UD English-EWT UPOS, a seeded subsample of train -> the whole dev, word accuracy vs the most
     frequent tag of each word in training (the overall most frequent tag for unseen words).
-  - ner_bert: Universal NER English-EWT has one file (dev.conll); sentences go to a held-out fifth by
+  - ner_*: Universal NER English-EWT has one file (dev.conll); sentences go to a held-out fifth by
     `task_data.split_items` (sha256 of the sentence index, seed 0); entity F1 vs the most-frequent-tag baseline.
+    ner_bilm is ELMo's way (the task's own word and casing vectors beside ELMo, a BiLSTM tagger).
   - squad_bert: SQuAD v1.1 (38 articles): questions of articles 0-29 train (a seeded subsample), the
     questions of articles 30-37 are evaluated (other articles: no shared context); EM/F1 vs the first
     sentence of the context.
@@ -44,6 +45,9 @@ RUNS = {
                   "max_train_examples=3000"], "accuracy"),
     "ner_bert": ("tag", "bert", "ner_train.conll", "ner_heldout.conll",
                  ["epochs=8", "max_seq_length=96", "learning_rate=5e-4", "batch_size=16"], "f1"),
+    "ner_bilm": ("tag", "bilm", "ner_train.conll", "ner_heldout.conll",
+                 ["epochs=25", "max_seq_length=60", "learning_rate=6e-3", "batch_size=16", "task_word_dim=128",
+                  "tagger_units=128"], "f1"),
     "squad_bert": ("squad", "bert", "squad_train.json", "squad_eval.json",
                    ["epochs=3", "max_seq_length=128", "doc_stride=64", "learning_rate=5e-4", "batch_size=32"],
                    "f1"),

@@ -46,6 +46,10 @@ class FinetuneConfig:
       tag_column: the tag's column in CoNLL files.
       max_train_examples: use only the first N training examples (after a seeded shuffle); 0 = all.
       dropout, tagger_units, classifier_units: head sizes (the two last for the biLM's heads).
+      task_word_dim, task_word_min_count: the biLM tagger's own word vectors (Peters et al.'s `x_k`, beside
+        ELMo): training words seen at least `task_word_min_count` times; `task_word_dim=0` leaves them out.
+      elmo: the biLM tagger reads the module's ELMo vectors; false leaves them out (a control: the same
+        tagger on its own word vectors only).
       seed: head initialisation, dropout, data order.
     """
 
@@ -68,6 +72,9 @@ class FinetuneConfig:
     dropout: float = 0.1
     tagger_units: int = 64
     classifier_units: int = 128
+    task_word_dim: int = 64
+    task_word_min_count: int = 1
+    elmo: bool = True
     eval_batch_size: int = 64
     seed: int = 42
 
@@ -302,7 +309,11 @@ def run(task: str, module_path: str, train_path: str, eval_path: str, output_dir
         f"encoded in {time.time() - started:.1f}s")
     from models import heads
 
-    model = heads.build_model(task, backbone, max(len(labels), 1), config, sequences_of(task, train_encoded))
+    task_words = ()
+    if backbone.kind == "bilm" and task == "tag" and config.task_word_dim:
+        task_words = heads.task_vocabulary([s.words for s in train_examples], config.task_word_min_count)
+    model = heads.build_model(task, backbone, max(len(labels), 1), config, sequences_of(task, train_encoded),
+                              task_words)
     rows = len(next(iter(train_encoded.y.values())))
     steps = config.epochs * -(-rows // config.batch_size)
     compile_model(model, task, config, steps)

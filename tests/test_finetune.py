@@ -150,6 +150,31 @@ def test_elmo_tagger_learns_its_own_mix_over_the_frozen_module(exports, tmp_path
     assert metrics["accuracy"] >= metrics["majority_baseline"]["accuracy"]
 
 
+def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_words(exports):
+    from models import heads
+
+    words = heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=1)
+    assert words == ("bank", "They", "don", "'", "t", "!")  # case kept, split as the module splits
+    assert heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=2) == ("bank",)
+    ids = heads.TaskWords(words, 6)(tf.constant(["They don't bank !", "bank river"])).numpy()
+    assert ids.tolist() == [[3, 4, 5, 6, 2, 7], [2, 1, 0, 0, 0, 0]]  # 0 padding, 1 not in the vocabulary
+    casing = heads.WordCasing(6)(tf.constant(["They don't USE iPads 42", ""])).numpy()
+    assert casing.tolist() == [[2, 1, 1, 1, 3, 4], [0] * 6]  # They don ' t USE iPads (42 cut at 6)
+    backbone = inputs_lib.Backbone.load(exports["bilm"])
+    for dim in (8, 0):
+        model = heads.build_model("tag", backbone, 3, _config(task_word_dim=dim).resolved("bilm"), 1, words)
+        names = {layer.name for layer in model.layers}
+        assert ("task_word_embedding" in names) == ("casing_embedding" in names) == bool(dim)
+        assert "module" in names
+        logits = model({"text": tf.constant(["They don't bank !"])})["logits"]
+        assert logits.shape == (1, 16, 3)
+    control = heads.build_model("tag", backbone, 3, _config(task_word_dim=8, elmo=False).resolved("bilm"), 1, words)
+    assert "module" not in {layer.name for layer in control.layers}  # the tagger on its own word vectors only
+    assert control({"text": tf.constant(["They don't bank !"])})["logits"].shape == (1, 16, 3)
+    with pytest.raises(ValueError, match="needs ELMo"):
+        heads.build_model("tag", backbone, 3, _config(task_word_dim=0, elmo=False).resolved("bilm"), 1, words)
+
+
 def test_elmo_module_is_frozen_by_default_and_trains_with_train_module(exports, sentiment, tmp_path):
     from models import heads
 
