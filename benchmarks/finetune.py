@@ -25,8 +25,10 @@ import os
 import sys
 import time
 
+from pipeline import shared_data
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TASKS = os.path.join(os.path.dirname(ROOT), "shared", "data", "tasks")
+TASKS = shared_data.path("tasks")
 
 # name: (task, module, train file, eval file, overrides, metric)
 RUNS = {

@@ -26,9 +26,10 @@ import time
 import numpy as np
 
 from benchmarks._proc import run_module
+from pipeline import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
+DATA = shared_data.SHARED_DATA
 CORPUS = {"pretrain": os.path.join(DATA, "corpus", "pretrain.txt.gz"),
           "heldout": os.path.join(DATA, "corpus", "heldout.txt.gz")}
 TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}

@@ -21,9 +21,10 @@ import sys
 import time
 
 from benchmarks._proc import run_module
+from pipeline import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
+DATA = shared_data.SHARED_DATA
 SENSES = os.path.join(DATA, "eval", "wordnet_senses.jsonl.gz")
 PAIRS = os.path.join(DATA, "eval", "wordnet_wic_pairs.tsv.gz")
 

@@ -51,8 +51,8 @@ import tempfile
 import time
 
 from benchmarks._proc import POLL_S, log_tail, run_tree
+from pipeline import shared_data
 
-DATA = "/work/shared/data"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 10.0
 CPU_METHOD = ("user+sys from getrusage(RUSAGE_CHILDREN) in a child-subreaper wrapper that waits for the command "
@@ -328,8 +328,8 @@ def section4(runs: dict, dupe_factor: int) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", default=f"{DATA}/corpus/pretrain.txt.gz")
-    parser.add_argument("--vocab", default=f"{DATA}/vocab/bert_uncased_vocab.txt")
+    parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))
+    parser.add_argument("--vocab", default=shared_data.path("vocab", "bert_uncased_vocab.txt"))
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--scaling_dupe_factor", type=int, default=1,
                         help="dupe_factor of the scaling (3) and speed-up (4) runs")

@@ -28,10 +28,10 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
+from pipeline import shared_data  # noqa: E402
 from preprocessing.vocabulary import Vocabulary  # noqa: E402
 from preprocessing.wordpiece import WordPieceTokenizer  # noqa: E402
 
-DATA = "/work/shared/data"
 BATCH = 8192
 REPEATS = 3
 
@@ -105,8 +105,8 @@ def differing_lines(ids, ref_ids, lines: list[str]) -> tuple[int, list[int]]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=None, help="first N non-empty lines (default: all)")
-    parser.add_argument("--corpus", default=f"{DATA}/corpus/pretrain.txt.gz")
-    parser.add_argument("--vocab", default=f"{DATA}/vocab/bert_uncased_vocab.txt")
+    parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))
+    parser.add_argument("--vocab", default=shared_data.path("vocab", "bert_uncased_vocab.txt"))
     parser.add_argument("--keras_hub_lines", type=int, default=None, help="first N lines for keras-hub")
     args = parser.parse_args(argv)
 

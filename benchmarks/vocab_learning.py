@@ -22,8 +22,8 @@ import sys
 import tempfile
 
 from benchmarks._proc import POLL_S, log_tail, run_tree
+from pipeline import shared_data
 
-DATA = "/work/shared/data"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 HF_SCRIPT = r"""
@@ -75,10 +75,10 @@ def quality(vocab_path: str, lines: list[str]) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", default=f"{DATA}/corpus/pretrain.txt.gz")
+    parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))
     parser.add_argument("--vocab_size", type=int, default=30522)
     parser.add_argument("--runner", default=None, help="Beam runner for ours (default: the project's)")
-    parser.add_argument("--heldout", default=f"{DATA}/corpus/heldout.txt.gz")
+    parser.add_argument("--heldout", default=shared_data.path("corpus", "heldout.txt.gz"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

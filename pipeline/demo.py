@@ -38,8 +38,9 @@ import threading
 import time
 import traceback
 
+from pipeline import shared_data
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SHARED_DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(_ROOT), "shared", "data"))
 
 
 def _step(title: str) -> None:
@@ -402,9 +403,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cache_dir", default=os.path.join(_ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS, help="pretraining steps per model")
-    parser.add_argument("--senses", default=os.path.join(_SHARED_DATA, "eval", "wordnet_senses.jsonl.gz"),
+    parser.add_argument("--senses", default=shared_data.path("eval", "wordnet_senses.jsonl.gz"),
                         help="sense-labelled sentences for the polysemy step")
-    parser.add_argument("--pairs", default=os.path.join(_SHARED_DATA, "eval", "wordnet_wic_pairs.tsv.gz"),
+    parser.add_argument("--pairs", default=shared_data.path("eval", "wordnet_wic_pairs.tsv.gz"),
                         help="WiC-style pairs for the polysemy step ('' for none)")
     args = parser.parse_args(argv)
     for flag, path in (("--senses", args.senses), ("--pairs", args.pairs)):

@@ -4,10 +4,11 @@ import os
 
 import pytest
 
+from pipeline.shared_data import SHARED_DATA
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.environ.get("SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
 # Downloaded reference models (test_convert); under Bazel ROOT is the runfiles tree, and its test runner
 # points this at the source tree's .cache.
 PROJECT_CACHE = os.environ.get("PROJECT_CACHE", os.path.join(ROOT, ".cache"))
