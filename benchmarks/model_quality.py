@@ -29,9 +29,8 @@ from benchmarks._proc import run_module
 from pipeline import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = shared_data.SHARED_DATA
-CORPUS = {"pretrain": os.path.join(DATA, "corpus", "pretrain.txt.gz"),
-          "heldout": os.path.join(DATA, "corpus", "heldout.txt.gz")}
+CORPUS = {"pretrain": shared_data.path("corpus", "pretrain.txt.gz"),
+          "heldout": shared_data.path("corpus", "heldout.txt.gz")}
 TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}
 # Per model: optimizer steps and peak learning rate of the brief run (warm-up: a tenth of the steps).
 RECIPES = {"bert": (1000, 2e-3), "gpt": (600, 1e-3), "bilm": (1000, 2e-3)}

@@ -24,9 +24,8 @@ from benchmarks._proc import run_module
 from pipeline import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = shared_data.SHARED_DATA
-SENSES = os.path.join(DATA, "eval", "wordnet_senses.jsonl.gz")
-PAIRS = os.path.join(DATA, "eval", "wordnet_wic_pairs.tsv.gz")
+SENSES = shared_data.path("eval", "wordnet_senses.jsonl.gz")
+PAIRS = shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")
 
 
 def minilm_model_dir(work_dir: str) -> str:

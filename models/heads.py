@@ -13,8 +13,9 @@
     over (word_emb ‖ word_emb, lstm_outputs1, lstm_outputs2); with `train_module` the whole module trains
     and its own `elmo` mix is used. Classify: the mix mean-pooled over real tokens, then a dense layer;
     pairs: [u, v, u * v, u - v]; tagging: a small BiLSTM over `[x_k ; ELMo_k]`, where `x_k` is the task
-    model's own context-independent word vector (`TaskWords`: the training set's words, case kept, an
-    embedding trained from scratch, plus a casing class, `WordCasing`; `task_word_dim=0` leaves both out),
+    model's own context-independent word vector (`TaskWordSplit` + `TaskWords`: the training set's words, case
+    kept, an embedding trained from scratch, plus a casing class, `WordCasing`; `task_word_dim=0` leaves both
+    out),
     as the paper adds ELMo to a task model that has its own word representations; `elmo=False` leaves ELMo
     out (the paper's baseline, a control).
 Layers have stable names and `get_config` (no Lambda layers), so the model saves as a SavedModel.
@@ -90,54 +91,61 @@ class ScalarMix(tf_keras.layers.Layer):
         return self.gamma * tf.add_n([weights[k] * h for k, h in enumerate(inputs)])
 
 
-class TaskWords(tf_keras.layers.Layer):
-    """`[B]` sentences -> `[B, T]` ids of their words in the task's own vocabulary (0 padding, 1 a word not
-    in it, then `vocabulary` in order). Words are split as the biLM module splits them (BERT's basic
-    tokenizer) but case is kept, so position t is the module's t-th word."""
-
-    def __init__(self, vocabulary, length: int, **kwargs):
-        super().__init__(**kwargs)
-        self.vocabulary, self.length = list(vocabulary), length
-        self.lookup = tf_keras.layers.StringLookup(vocabulary=self.vocabulary, mask_token="", num_oov_indices=1)
-
-    def call(self, text):
-        words = task_word_split(text)  # [B, (W)]
-        return self.lookup(words.to_tensor(default_value="", shape=[None, self.length]))  # [B, T]
-
-    def get_config(self):
-        return {**super().get_config(), "vocabulary": self.vocabulary, "length": self.length}
-
-
-class WordCasing(tf_keras.layers.Layer):
-    """`[B]` sentences -> `[B, T]` casing classes of their words (Collobert et al. 2011's caps feature), split
-    as `TaskWords` splits them: 0 padding, 1 no upper-case letter, 2 first letter upper-case, 3 all letters
-    upper-case (two or more), 4 upper-case inside only. An uncased module never sees case; this gives it
-    back for every word, seen in training or not."""
-
-    CLASSES = 5
+class TaskWordSplit(tf_keras.layers.Layer):
+    """`[B]` sentences -> `[B, T]` words ("" padding), split as the biLM module splits them (BERT's basic
+    tokenizer) but with case kept, so position t is the module's t-th word. `TaskWords` and `WordCasing`
+    read its output, so a sentence is split once."""
 
     def __init__(self, length: int, **kwargs):
         super().__init__(**kwargs)
         self.length = length
 
     def call(self, text):
-        words = task_word_split(text).to_tensor(default_value="", shape=[None, self.length])  # [B, T]
+        words = _cased_splitter()(text)  # [B, (W)]
+        return words.to_tensor(default_value="", shape=[None, self.length])  # [B, T]
+
+    def get_config(self):
+        return {**super().get_config(), "length": self.length}
+
+
+class TaskWords(tf_keras.layers.Layer):
+    """`[B, T]` words (`TaskWordSplit`) -> `[B, T]` ids in the task's own vocabulary (0 padding, 1 a word not
+    in it, then `vocabulary` in order)."""
+
+    def __init__(self, vocabulary, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary = list(vocabulary)
+        self.lookup = tf_keras.layers.StringLookup(vocabulary=self.vocabulary, mask_token="", num_oov_indices=1)
+
+    def call(self, words):
+        return self.lookup(words)  # [B, T]
+
+    def get_config(self):
+        return {**super().get_config(), "vocabulary": self.vocabulary}
+
+
+class WordCasing(tf_keras.layers.Layer):
+    """`[B, T]` words (`TaskWordSplit`) -> `[B, T]` casing classes (Collobert et al. 2011's caps feature):
+    0 padding, 1 no upper-case letter, 2 first letter upper-case, 3 all letters upper-case (two or more),
+    4 upper-case inside only. An uncased module never sees case; this gives it back for every word, seen in
+    training or not."""
+
+    CLASSES = 5
+
+    def call(self, words):
         has_upper = tf.strings.regex_full_match(words, r".*\p{Lu}.*")
         first_upper = tf.strings.regex_full_match(words, r"\p{Lu}.*")
         all_upper = tf.strings.regex_full_match(words, r"[^\p{Ll}]*\p{Lu}[^\p{Ll}]*\p{Lu}[^\p{Ll}]*")
         classes = tf.where(all_upper, 3, tf.where(first_upper, 2, tf.where(has_upper, 4, 1)))
         return tf.where(words == "", 0, classes)  # [B, T]
 
-    def get_config(self):
-        return {**super().get_config(), "length": self.length}
 
-
-def task_word_split(text: tf.Tensor) -> tf.RaggedTensor:
-    """`[B]` sentences -> `[B, (W)]` words, cased: the splitter `TaskWords` uses (and its vocabulary)."""
+def _cased_splitter():
+    """`[B]` sentences -> `[B, (W)]` words, cased: the split `TaskWordSplit` and `task_vocabulary` share."""
     from preprocessing.basic_tokenizer import BasicTokenizer
 
     basic = BasicTokenizer(lower_case=False)
-    return basic.split_words(basic.normalize(text))
+    return lambda text: basic.split_words(basic.normalize(text))
 
 
 class ConcatSelf(tf_keras.layers.Layer):
@@ -256,12 +264,13 @@ def _bilm(task, backbone, num_labels, config, sequences, task_words=()):
         text = tf_keras.Input([], dtype=tf.string, name="text")
         parts = []
         if config.task_word_dim:
-            ids = TaskWords(task_words, config.max_seq_length, name="task_words")(text)  # [B, T]
+            words = TaskWordSplit(config.max_seq_length, name="task_word_split")(text)  # [B, T]
+            ids = TaskWords(task_words, name="task_words")(words)  # [B, T]
             vectors = tf_keras.layers.Embedding(len(task_words) + 2, config.task_word_dim,
                                                 name="task_word_embedding")(ids)  # [B, T, E]
             vectors = tf_keras.layers.Dropout(config.dropout, name="task_word_dropout")(vectors)
             casing = tf_keras.layers.Embedding(WordCasing.CLASSES, 8, name="casing_embedding")(
-                WordCasing(config.max_seq_length, name="word_casing")(text))  # [B, T, 8]
+                WordCasing(name="word_casing")(words))  # [B, T, 8]
             parts += [vectors, casing]  # [B, T, E], [B, T, 8]
         if config.elmo:
             mixed, _ = _elmo_mix(backbone, config, text)
@@ -298,13 +307,14 @@ def build_model(task: str, backbone, num_labels: int, config, sequences: int = 1
 
 
 def task_vocabulary(sentences: list[tuple[str, ...]], min_count: int) -> tuple[str, ...]:
-    """The biLM tagger's own words: those of the training sentences (split by `task_word_split`) seen at
-    least `min_count` times, most frequent first (ties in first-seen order)."""
+    """The biLM tagger's own words: those of the training sentences (split as `TaskWordSplit` splits) seen
+    at least `min_count` times, most frequent first (ties in first-seen order)."""
     import collections
 
+    split = _cased_splitter()
     counts = collections.Counter()
     texts = [" ".join(words) for words in sentences]
     for i in range(0, len(texts), 4096):
-        for row in task_word_split(tf.constant(texts[i:i + 4096])).to_list():
+        for row in split(tf.constant(texts[i:i + 4096])).to_list():
             counts.update(w.decode("utf-8") for w in row)
     return tuple(w for w, n in counts.most_common() if n >= min_count and w)

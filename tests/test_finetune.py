@@ -156,9 +156,10 @@ def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_wo
     words = heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=1)
     assert words == ("bank", "They", "don", "'", "t", "!")  # case kept, split as the module splits
     assert heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=2) == ("bank",)
-    ids = heads.TaskWords(words, 6)(tf.constant(["They don't bank !", "bank river"])).numpy()
+    split = heads.TaskWordSplit(6)
+    ids = heads.TaskWords(words)(split(tf.constant(["They don't bank !", "bank river"]))).numpy()
     assert ids.tolist() == [[3, 4, 5, 6, 2, 7], [2, 1, 0, 0, 0, 0]]  # 0 padding, 1 not in the vocabulary
-    casing = heads.WordCasing(6)(tf.constant(["They don't USE iPads 42", ""])).numpy()
+    casing = heads.WordCasing()(split(tf.constant(["They don't USE iPads 42", ""]))).numpy()
     assert casing.tolist() == [[2, 1, 1, 1, 3, 4], [0] * 6]  # They don ' t USE iPads (42 cut at 6)
     backbone = inputs_lib.Backbone.load(exports["bilm"])
     for dim in (8, 0):
