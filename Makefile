@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-test.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m pipeline.demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
+	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,1 +1,3 @@
-"""Benchmarks of the project's tokenizer and vocabulary job against their peers (run each with `python -m`)."""
+"""Benchmarks, each run with `python -m benchmarks.NAME`: the project beside its peer in one run, printing
+the ratio (tokenization, vocabulary, pretraining data, training, serving, model quality, fine-tuning, polysemy).
+"""

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from pipeline import shared_data
+from demo import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = shared_data.path("tasks")
@@ -61,7 +61,7 @@ SQUAD_EVAL_QUESTIONS = 1000
 
 def prepare(tasks: str, work: str, squad_train_questions: int = SQUAD_TRAIN_QUESTIONS) -> None:
     """The NER split and the SQuAD article split, written under `work`."""
-    from models import task_data
+    from downstream.finetune import task_data
 
     os.makedirs(work, exist_ok=True)
     sentences = task_data.read_conll(os.path.join(tasks, "uner", "dev.conll"))
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
                         help="override a setting in every selected run")
     parser.add_argument("--squad_train_questions", type=int, default=SQUAD_TRAIN_QUESTIONS)
     args = parser.parse_args(argv)
-    from models import finetune
+    from downstream.finetune import cli as finetune
 
     prepare(args.tasks, args.work, args.squad_train_questions)
     results = {}

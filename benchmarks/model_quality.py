@@ -5,7 +5,7 @@ baselines a model that learned nothing about context would reach.
 
 Runs the product end to end, each step a real command: `pipeline.vocab` learns an 8k WordPiece vocabulary
 from `../shared/data/corpus/pretrain.txt.gz`; `pipeline.pretraining_data` writes TFRecords for each model from
-pretrain and from `heldout.txt.gz`; `models.train` trains the `<model>_tiny` preset; `models.evaluate` scores
+pretrain and from `heldout.txt.gz`; `models.training.train` trains the `<model>_tiny` preset; `models.training.evaluate` scores
 every full held-out batch. Baselines come from the same TFRecords:
 
 - BERT: the unigram-frequency baseline predicts the most frequent masked token of the training data at
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from benchmarks._proc import run_module
-from pipeline import shared_data
+from demo import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = {"pretrain": shared_data.path("corpus", "pretrain.txt.gz"),
@@ -82,10 +82,10 @@ def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | No
     flags = {**TRAIN_FLAGS, "train_steps": steps, "learning_rate": learning_rate, "warmup_steps": steps // 10,
              "checkpoint_every": steps}
     start = time.time()
-    run_module(["models.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
+    run_module(["models.training.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
                 "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
     seconds = time.time() - start
-    result = json.loads(run_module(["models.evaluate", "--model_dir", model_dir, "--eval_data",
+    result = json.loads(run_module(["models.training.evaluate", "--model_dir", model_dir, "--eval_data",
                                     patterns["heldout"]]).strip().splitlines()[-1])
     return {**result, "train_seconds": round(seconds, 1), "train_steps": steps,
             "train_tokens": steps * TRAIN_FLAGS["batch_size"] * _seq_length(patterns["pretrain"])}

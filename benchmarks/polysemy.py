@@ -1,4 +1,4 @@
-"""Does context separate word senses? `models.evaluate_senses` on the demo's three exported models, on real
+"""Does context separate word senses? `downstream.evaluate_senses` on the demo's three exported models, on real
 WordNet data (`../shared/data/eval/`).
 
     python -m benchmarks.polysemy [--runs demo_output/runs] [--work_dir .cache/polysemy] [--models bert,gpt,bilm]
@@ -21,7 +21,7 @@ import sys
 import time
 
 from benchmarks._proc import run_module
-from pipeline import shared_data
+from demo import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENSES = shared_data.path("eval", "wordnet_senses.jsonl.gz")
@@ -46,7 +46,7 @@ def evaluate_model(runs: str, work_dir: str, kind: str) -> tuple[dict, str, floa
         model_dir = minilm_model_dir(work_dir) if kind == "minilm" else os.path.join(runs, kind)
         run_module(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir])
     start = time.time()
-    stdout = run_module(["models.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
+    stdout = run_module(["downstream.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
                          "--png", os.path.join(work_dir, f"{kind}_bank.png"), "--png_word", "bank"])
     return json.loads(stdout.strip().splitlines()[-1]), stdout, time.time() - start
 

@@ -51,7 +51,7 @@ import tempfile
 import time
 
 from benchmarks._proc import POLL_S, log_tail, run_tree
-from pipeline import shared_data
+from demo import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 10.0

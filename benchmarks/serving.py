@@ -4,7 +4,7 @@
         [--model_base_path DIR --model_name NAME --text_file FILE]
 
 Model: the latest version under `--model_base_path` (a real export with a text-in `serving_default`), or by
-default the small TF-Text model of `tests/serving_fixtures.py` (whitespace tokenizer -> [B, 4] embedding,
+default the small TF-Text model of `tests/fixtures/serving.py` (whitespace tokenizer -> [B, 4] embedding,
 lengths, strings) written to a temporary folder. Texts: the non-empty lines of `--text_file`, or built-in
 sentences; request i sends `--instances` texts starting at line i.
 Three runs of `--requests` requests from `--clients` threads on loopback, each after a short untimed warm-up:
@@ -34,9 +34,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from serving.model_config import ModelEntry  # noqa: E402
-from serving.servables import version_folders  # noqa: E402
-from tests.serving_fixtures import save_text_model  # noqa: E402
+from serving.server.model_config import ModelEntry  # noqa: E402
+from serving.server.manager import version_folders  # noqa: E402
+from tests.fixtures.serving import save_text_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["the quick brown fox jumps over the lazy dog", "a man a plan a canal panama",

@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
-from pipeline import shared_data  # noqa: E402
+from demo import shared_data  # noqa: E402
 from preprocessing.vocabulary import Vocabulary  # noqa: E402
 from preprocessing.wordpiece import WordPieceTokenizer  # noqa: E402
 

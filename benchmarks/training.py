@@ -4,9 +4,9 @@
         [--steps_per_execution N] [--seq_length 128] [--repeats 2]
 
 Per size (`models.bert.PRESETS`), four runs in one process, with XLA on and off for each engine:
-  ours       `models.trainer.Trainer(BertTask(...), TrainConfig(...))` trained by `Trainer.train` on
-             `models.train.distributed_dataset` (the TFRecord reader) over TFRecords that
-             `tests.training_fixtures.write_dataset` writes (vocabulary 30522, `--seq_length`, 20 predictions);
+  ours       `models.training.trainer.Trainer(BertTask(...), TrainConfig(...))` trained by `Trainer.train` on
+             `models.training.train.distributed_dataset` (the TFRecord reader) over TFRecords that
+             `tests.fixtures.training.write_dataset` writes (vocabulary 30522, `--seq_length`, 20 predictions);
   reference  `keras_hub.models.BertBackbone` + `keras_hub.layers.MaskedLMHead` (tied to the token embedding,
              GELU) + a 2-way next-sentence `Dense` on the pooled output, compiled with AdamW (same
              hyper-parameters, global-norm clipping) and a weighted masked-LM accuracy, trained by Keras `fit`
@@ -37,13 +37,13 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from models import distribute  # noqa: E402
+from models.training import distribute  # noqa: E402
 from models.bert import PRESETS, BertConfig, BertTask  # noqa: E402
 from models.config import TrainConfig  # noqa: E402
-from models.train import distributed_dataset  # noqa: E402
-from models.trainer import Trainer  # noqa: E402
+from models.training.train import distributed_dataset  # noqa: E402
+from models.training.trainer import Trainer  # noqa: E402
 from preprocessing import readers  # noqa: E402
-from tests.training_fixtures import write_dataset  # noqa: E402
+from tests.fixtures.training import write_dataset  # noqa: E402
 
 VOCAB, PREDICTIONS, EXAMPLES = 30522, 20, 1024
 # size -> (batch, timed steps, steps_per_execution) when not given on the command line

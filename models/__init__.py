@@ -1,1 +1,4 @@
-"""Keras models for the biLM, GPT and BERT, and their training (later issues)."""
+"""The networks (BERT, GPT, the biLM, their layers and objectives) and the model_dir contract (config.json).
+
+Subpackages: `training/` (the trainer and the train/evaluate commands), `convert/` (public checkpoints).
+"""

@@ -23,7 +23,7 @@ import keras_hub
 import tensorflow as tf
 
 from models import common
-from models.task import PretrainingTask, ratio, weighted_cross_entropy
+from models.objective import PretrainingTask, ratio, weighted_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)

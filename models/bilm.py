@@ -18,7 +18,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from models import task as task_lib
+from models import objective as task_lib
 from models.bilm_layers import CharCNNEncoder, ProjectedLSTM, track_by_name
 from models.bilm_softmax import SAMPLERS, LMSoftmax
 from preprocessing.elmo_chars import CHAR_VOCAB_SIZE, MAX_CHARACTERS_PER_TOKEN

@@ -72,7 +72,7 @@ def read_config(model_dir: str) -> dict:
     """config.json with `model_config` and `train_config` as dataclasses."""
     path = os.path.join(model_dir, CONFIG_FILE)
     if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"no {CONFIG_FILE} in {model_dir}: not a model_dir written by models.train")
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {model_dir}: not a model_dir written by models.training.train")
     with tf.io.gfile.GFile(path) as f:
         payload = json.load(f)
     payload["model_config"] = config_lib.from_json(module(payload["model"]).TASK_CLASS.config_class,

@@ -19,7 +19,7 @@ import keras_hub
 import tensorflow as tf
 
 from models import common
-from models.task import PretrainingTask, perplexity, ratio, weighted_cross_entropy
+from models.objective import PretrainingTask, perplexity, ratio, weighted_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,3 @@
-"""Apache Beam jobs (the only package that imports Beam): vocabulary learning, pretraining data.
-
-Each job is `run(argv)`: I/O at the edges, an I/O-free composite transform in the middle, text logic
-from `preprocessing/`.
+"""The Apache Beam jobs: learn a WordPiece vocabulary (`pipeline.vocab`), build pretraining TFRecords
+(`pipeline.pretraining_data`). Imports only `preprocessing`; each job is `run(argv)` with I/O at its edges.
 """

@@ -1,5 +1,4 @@
-"""Pure text logic as TF / TF-Text ops: normalisation, WordPiece, ELMo character ids.
+"""Pure text logic as TF / TF-Text ops: normalisation, WordPiece, ELMo characters, pairs, masking, the schema.
 
-Nothing here reads corpora or imports Beam: `pipeline/` composes these functions and owns the I/O, and the
-same functions run inside `tf.data` and the exported serving graphs.
+The bottom of the house: no Beam, no corpora, no models. The Beam jobs, tf.data and the served graphs all call it.
 """

@@ -1,1 +1,3 @@
-"""Export to TF-Hub SavedModels and TF Serving folders, a local TF Serving REST server (later issues)."""
+"""From a model_dir to what consumers load: `export/` writes TF-Hub modules and TF Serving version folders,
+`server/` serves them over TF Serving's REST (and gRPC) API, `client.py` talks to either server.
+"""

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipeline.shared_data import SHARED_DATA
+from demo.shared_data import SHARED_DATA
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

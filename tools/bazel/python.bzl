@@ -50,16 +50,17 @@ def py_module_binary(name, module, deps, **kwargs):
         **kwargs
     )
 
-def pytest_test(name, deps, data = [], **kwargs):
-    """A py_test running pytest on tests/NAME.py through tools/bazel/pytest_main.py.
+def pytest_test(name, deps, src = None, data = [], **kwargs):
+    """A py_test running pytest on one test file through tools/bazel/pytest_main.py.
 
     Args:
       name: the test file's name without .py, e.g. "test_schema".
+      src: the file, relative to the package (default NAME.py), e.g. "preprocessing/test_schema.py".
       deps: the py_library targets the file imports (and those its subprocesses run).
       data: runtime files besides the project's pytest.ini.
       **kwargs: passed to py_test: size, timeout, tags, ...
     """
-    src = name + ".py"
+    src = src or name + ".py"
     native.py_test(
         name = name,
         srcs = [src, "//tools/bazel:pytest_main.py"],
@@ -76,8 +77,8 @@ def check_every_test_file_has_a_target(srcs):
     """Fails the package when a test file has no pytest_test above this call: `bazel test //...` would skip it.
 
     Args:
-      srcs: the package's test files, e.g. glob(["test_*.py"]).
+      srcs: the package's test files, e.g. glob(["*/test_*.py"]); a target is named by the file's base name.
     """
-    missing = [src for src in srcs if not native.existing_rule(src[:-len(".py")])]
+    missing = [src for src in srcs if not native.existing_rule(src.split("/")[-1][:-len(".py")])]
     if missing:
         fail("no pytest_test for %s: add one to %s/BUILD" % (", ".join(missing), native.package_name()))

@@ -1,0 +1,328 @@
+"""Feature-based use of the exported modules: contextual vectors per word and per layer, as users get them.
+
+`ModuleEncoder` loads any of the three exports (`serving.export`'s `hub/` modules) and maps sentences to
+per-word vectors for every hidden layer, lowest first:
+
+| export | hidden layers (`layer_names`) | extra |
+|---|---|---|
+| BERT `hub/encoder` (+ sibling `hub/preprocessor`) | `embeddings` (`embedding_output`), `layer_1`..`layer_L` | |
+| GPT `hub/module` | `embeddings` (`embedding_output`), `layer_1`..`layer_L` (`layer_outputs`) | |
+| biLM `hub/module` | `word_emb` (doubled to the LSTM width, as ELMo's mix does), `lstm_outputs1`, ... | `elmo` |
+
+Words are BERT's basic-tokenizer words (`preprocessing.basic_tokenizer`, the splitter every export uses).
+A word's vector is the mean of its word pieces' vectors (BERT, GPT); the biLM is word-level already. GPT
+sees each sentence as a document start (after `[SEP]`, as in pretraining) and only its left context.
+Character spans map to the words they overlap (`span_words`), counted with the same splitter, so
+punctuation, accents and repeated words map exactly.
+
+Layer choices (`LAYER_CHOICES`, the BERT paper's feature-based comparison, Table 7) combine the hidden
+layers `h_0..h_K` (`h_0` = the embeddings): `embeddings`, `last`, `second_to_last`, `sum_last4`,
+`concat_last4` (lowest first; with fewer than 4 layers, all of them), `weighted_all` (`sum_k w_k h_k`,
+`w_k = 1/(K+1)` unless given); any hidden layer's own name; and for the biLM `elmo`, the module's scalar mix.
+
+CLI (one sentence a line; `--pool none` writes per-word vectors, `mean` one vector per sentence, the mean
+of its words' vectors):
+    python -m downstream.features --module export/bert --input corpus.txt --output feats.npz \\
+        [--layers last,sum_last4,...] [--pool none|mean] [--weights 0.2,0.3,0.5] [--batch_size 64]
+`.npz`: one array per layer choice (`[words, D]` or `[sentences, D]`), `row_splits` ([S + 1]: sentence s's
+words are rows `row_splits[s]:row_splits[s+1]`), `words`, `sentences`. `.tfrecord`: one `tf.train.Example`
+per sentence with `text`, `words`, and per choice `features/<choice>` (flattened `[W, D]` or `[D]`);
+a sidecar `<output>.json` records the module, choices, dimensions and pooling for both formats.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the exported graphs use)
+
+from preprocessing.basic_tokenizer import BasicTokenizer
+
+LAYER_CHOICES = ("embeddings", "last", "second_to_last", "sum_last4", "concat_last4", "weighted_all")
+SPLITTER = BasicTokenizer(lower_case=False)  # cased: words keep their case; the modules normalize
+
+
+def split_words(texts: list[str]) -> list[list[str]]:
+    """The basic tokenizer's words (case kept), as every export splits them."""
+    if not texts:
+        return []
+    words = SPLITTER.split_words(SPLITTER.normalize(tf.constant(texts)))
+    return [[w.decode("utf-8") for w in row] for row in words.to_list()]
+
+
+def span_words(texts: list[str], spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """For each text, the words `[first, last)` that overlap its characters `[start, end)`.
+
+    Counts the splitter's words in prefixes: a span boundary inside a word (the prefix and the rest together
+    have one word more than the text) puts that word in the span.
+    """
+    parts = [p for t, (s, e) in zip(texts, spans) for p in (t[:s], t[:e], t[s:], t)]
+    counts = [len(w) for w in split_words(parts)]
+    out = []
+    for i, (text, (start, end)) in enumerate(zip(texts, spans)):
+        head, upto, tail, whole = counts[4 * i:4 * i + 4]
+        first = head - 1 if head + tail > whole else head
+        if upto <= first:
+            raise ValueError(f"span {start}:{end} ({text[start:end]!r}) covers no word of {text!r}")
+        out.append((first, upto))
+    return out
+
+
+def combine(hidden: np.ndarray, choice: str, weights: list[float] | None = None) -> np.ndarray:
+    """`[K, ..., D]` hidden layers (lowest first) -> the `choice`'s `[..., D']`."""
+    if choice == "embeddings":
+        return hidden[0]
+    if choice == "last":
+        return hidden[-1]
+    if choice == "second_to_last":
+        return hidden[-2]
+    if choice == "sum_last4":
+        return hidden[-4:].sum(axis=0)
+    if choice == "concat_last4":
+        return np.concatenate(list(hidden[-4:]), axis=-1)
+    if choice == "weighted_all":
+        w = np.full(len(hidden), 1.0 / len(hidden)) if weights is None else np.asarray(weights, np.float64)
+        if w.shape != (len(hidden),):
+            raise ValueError(f"weighted_all needs {len(hidden)} weights (one per hidden layer), got {len(w)}")
+        return np.tensordot(w.astype(hidden.dtype), hidden, axes=1)
+    raise ValueError(f"unknown layer choice {choice!r}")
+
+
+@dataclasses.dataclass
+class Encoded:
+    """One sentence's words and their vectors: `hidden` [K, W, D] (lowest layer first), `extra` name -> [W, D]."""
+    words: list[str]
+    hidden: np.ndarray
+    extra: dict[str, np.ndarray]
+
+
+class ModuleEncoder:
+    """Sentences -> per-word vectors per layer, for a BERT, GPT or biLM export.
+
+    Args:
+      path: an `--export_dir` of `serving.export`, or its `hub/encoder` (BERT) or `hub/module` (GPT, biLM).
+
+    Example:
+      encoder = ModuleEncoder("export/bert")
+      [sent] = encoder.encode(["The river bank flooded."])
+      encoder.select(sent, "sum_last4")  # [5 words, H]
+    """
+
+    def __init__(self, path: str):
+        self.path = path = path.rstrip("/")
+        if os.path.isdir(os.path.join(path, "hub")):
+            hub_dir = os.path.join(path, "hub")
+            path = os.path.join(hub_dir, "encoder" if os.path.isdir(os.path.join(hub_dir, "encoder")) else "module")
+        self.module = tf.saved_model.load(path)
+        if os.path.basename(path) == "encoder":
+            self.kind = "bert"
+            self.preprocessor = tf.saved_model.load(os.path.join(os.path.dirname(path), "preprocessor"))
+            probe = self.preprocessor(tf.constant(["a"]))["input_word_ids"]
+            self.max_pieces = int(probe.shape[1]) - 2  # the trained length less [CLS], [SEP]
+            self.cls_sep = self._vocab_ids(path, "[CLS]", "[SEP]")
+        elif hasattr(self.module, "generate"):
+            self.kind = "gpt"
+            self.max_pieces = int(self.module.from_text(tf.constant([" a" * 4096]))["input_word_ids"].shape[1]) - 1
+            self.cls_sep = self._vocab_ids(path, "[CLS]", "[SEP]")
+        else:
+            self.kind = "bilm"
+            self.max_pieces = None
+        self.layer_names = self._layer_names()
+        self.extra_names = ["elmo"] if self.kind == "bilm" else []
+
+    @staticmethod
+    def _vocab_ids(path: str, *tokens: str) -> tuple[int, ...]:
+        with open(os.path.join(path, "assets", "vocab.txt"), encoding="utf-8") as f:
+            vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
+        return tuple(vocab[t] for t in tokens)
+
+    def _layer_names(self) -> list[str]:
+        [probe] = self.encode(["a"])
+        if self.kind == "bilm":
+            return ["word_emb"] + [f"lstm_outputs{k}" for k in range(1, len(probe.hidden))]
+        return ["embeddings"] + [f"layer_{k}" for k in range(1, len(probe.hidden))]
+
+    @property
+    def choices(self) -> list[str]:
+        """Every name `select` accepts."""
+        return list(LAYER_CHOICES) + self.layer_names + self.extra_names
+
+    def select(self, encoded: Encoded, choice: str, weights: list[float] | None = None) -> np.ndarray:
+        return select_layers(self.layer_names, encoded.hidden, encoded.extra, choice, weights)
+
+    def encode(self, sentences: list[str], batch_size: int = 64) -> list[Encoded]:
+        """Sentences -> `Encoded` each, in order. Words past the module's window are dropped (BERT, GPT)."""
+        out = []
+        for i in range(0, len(sentences), batch_size):
+            batch = list(sentences[i:i + batch_size])
+            words = split_words(batch)
+            out.extend(getattr(self, f"_encode_{self.kind}")(batch, words))
+        return out
+
+    def _encode_bilm(self, batch, words):
+        width = max(1, max(len(w) for w in words))
+        tokens = tf.constant([w + [""] * (width - len(w)) for w in words])
+        out = self.module.tokens(tokens=tokens, sequence_len=tf.constant([len(w) for w in words], tf.int32))
+        emb = out["word_emb"].numpy()
+        lstm = sorted((k for k in out if k.startswith("lstm_outputs")), key=lambda k: int(k[len("lstm_outputs"):]))
+        hidden = np.stack([np.concatenate([emb, emb], -1)] + [out[k].numpy() for k in lstm], 0)  # [K, B, T, D]
+        elmo = out["elmo"].numpy()
+        return [Encoded(w, hidden[:, b, :len(w)], {"elmo": elmo[b, :len(w)]}) for b, w in enumerate(words)]
+
+    def _pieces(self, batch, words) -> list[list[list[int]]]:
+        """Each sentence's word pieces grouped by word, cut to the module's window."""
+        if self.kind == "bert":
+            grouped = self.preprocessor.tokenize(tf.constant(batch)).to_list()  # [B, W, P]
+        else:
+            flat = [w for ws in words for w in ws]
+            per_word = self.module.tokenize(tf.constant(flat or [""])).to_list()
+            grouped, k = [], 0
+            for ws in words:
+                grouped.append(per_word[k:k + len(ws)])
+                k += len(ws)
+        out = []
+        for text, ws, pieces in zip(batch, words, grouped):
+            if len(pieces) != len(ws):
+                raise ValueError(f"the module split {text!r} into {len(pieces)} words, the splitter {len(ws)}")
+            kept, total = [], 0
+            for p in pieces:
+                if total + len(p) > self.max_pieces:
+                    break
+                kept.append(p)
+                total += len(p)
+            out.append(kept)
+        return out
+
+    def _encode_bert(self, batch, words):
+        return self._encode_pieces(batch, words)
+
+    def _encode_gpt(self, batch, words):
+        return self._encode_pieces(batch, words)
+
+    def _encode_pieces(self, batch, words):
+        cls_id, sep_id = self.cls_sep
+        grouped = self._pieces(batch, words)
+        lead = cls_id if self.kind == "bert" else sep_id  # GPT: a document start, as in pretraining
+        rows = [[lead] + [i for p in g for i in p] + ([sep_id] if self.kind == "bert" else []) for g in grouped]
+        width = max(len(r) for r in rows)
+        ids = np.array([r + [0] * (width - len(r)) for r in rows], np.int32)  # [B, T]
+        if self.kind == "bert":
+            out = self.module({"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                               "input_type_ids": np.zeros_like(ids)}, training=False)
+            layers = [out["embedding_output"]] + list(out["encoder_outputs"])
+        else:
+            out = self.module({"input_word_ids": ids}, training=False)
+            layers = [out["embedding_output"]] + list(out["layer_outputs"])
+        hidden = np.stack([x.numpy() for x in layers], 0)  # [K, B, T, D]
+        result = []
+        for b, g in enumerate(grouped):
+            ends = np.cumsum([len(p) for p in g]) + 1  # position 0 is [CLS] / [SEP]
+            vectors = [hidden[:, b, e - len(p):e].mean(axis=1) for p, e in zip(g, ends)]  # each [K, D]
+            stacked = np.stack(vectors, 1) if vectors else np.zeros(hidden.shape[:1] + (0,) + hidden.shape[-1:])
+            result.append(Encoded(words[b][:len(g)], stacked.astype(np.float32), {}))
+        return result
+
+    def embed_spans(self, sentences: list[str], spans: list[tuple[int, int]], choices: list[str],
+                    batch_size: int = 64) -> dict[str, np.ndarray]:
+        """The word(s) at each character span, in context -> choice -> `[N, D]` (the mean over the span's
+        words; NaN rows where the span lies past the module's window)."""
+        unique = sorted(set(sentences))
+        encoded = dict(zip(unique, self.encode(unique, batch_size)))
+        rows = {c: [] for c in choices}
+        for text, (first, last) in zip(sentences, span_words(sentences, spans)):
+            enc = encoded[text]
+            for c in choices:
+                vectors = self.select(enc, c)  # [W, D]
+                rows[c].append(vectors[first:last].mean(0) if last <= len(enc.words)
+                               else np.full(vectors.shape[-1], np.nan, np.float32))
+        return {c: np.stack(v).astype(np.float32) for c, v in rows.items()}
+
+
+def select_layers(layer_names, hidden, extra, choice, weights=None) -> np.ndarray:
+    if choice in extra:
+        return extra[choice]
+    if choice in layer_names:
+        return hidden[layer_names.index(choice)]
+    return combine(hidden, choice, weights)
+
+
+def _write_npz(path, sentences, encoded, features, pool):
+    arrays = {c: np.concatenate(v, 0) if v else np.zeros((0, 0), np.float32) for c, v in features.items()}
+    lengths = [len(e.words) for e in encoded]
+    arrays["row_splits"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    arrays["words"] = np.array([w for e in encoded for w in e.words], dtype=str)
+    arrays["sentences"] = np.array(sentences, dtype=str)
+    np.savez(path, **arrays)
+
+
+def _write_tfrecord(path, sentences, encoded, features, pool):
+    def floats(x):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=x.reshape(-1)))
+
+    with tf.io.TFRecordWriter(path) as writer:
+        for i, (text, enc) in enumerate(zip(sentences, encoded)):
+            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()])),
+                       "words": tf.train.Feature(bytes_list=tf.train.BytesList(value=[w.encode() for w in enc.words]))}
+            feature.update({f"features/{c}": floats(v[i]) for c, v in features.items()})
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def write_features(encoder: ModuleEncoder, sentences: list[str], output: str, choices: list[str],
+                   pool: str = "none", weights: list[float] | None = None, batch_size: int = 64) -> dict:
+    """Encodes `sentences` and writes the `choices` to `output` (`.npz` or `.tfrecord`) and `<output>.json`."""
+    unknown = [c for c in choices if c not in encoder.choices]
+    if unknown:
+        raise ValueError(f"unknown layer choice(s) {unknown}; this module has {encoder.choices}")
+    encoded = encoder.encode(sentences, batch_size)
+    features = {c: [] for c in choices}
+    for enc in encoded:
+        for c in choices:
+            v = select_layers(encoder.layer_names, enc.hidden, enc.extra, c, weights)  # [W, D]
+            features[c].append(v if pool == "none" else v.mean(0, keepdims=True))
+    if output.endswith(".npz"):
+        _write_npz(output, sentences, encoded, features, pool)
+    elif output.endswith(".tfrecord"):
+        _write_tfrecord(output, sentences, encoded, features, pool)
+    else:
+        raise ValueError(f"--output must end in .npz or .tfrecord, got {output!r}")
+    dims = {c: int(v[0].shape[-1]) if v else 0 for c, v in features.items()}
+    info = {"module_kind": encoder.kind, "layer_names": encoder.layer_names, "choices": choices, "dims": dims,
+            "pool": pool, "weights": weights, "sentences": len(sentences),
+            "words": int(sum(len(e.words) for e in encoded))}
+    with open(output + ".json", "w") as f:
+        json.dump(info, f, indent=2)
+    return info
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", required=True, help="an export dir, or its hub/encoder or hub/module")
+    parser.add_argument("--input", required=True, help="text file, one sentence a line (blank lines skipped)")
+    parser.add_argument("--output", required=True, help="OUT.npz or OUT.tfrecord")
+    parser.add_argument("--layers", default="last,second_to_last,sum_last4,concat_last4,weighted_all,embeddings",
+                        help="comma-separated layer choices (also any hidden layer's name, and elmo for the biLM)")
+    parser.add_argument("--pool", choices=("none", "mean"), default="none",
+                        help="none: a vector per word; mean: per sentence, the mean of its words")
+    parser.add_argument("--weights", default=None, help="weighted_all's weights, one per hidden layer")
+    parser.add_argument("--batch_size", type=int, default=64)
+    args = parser.parse_args(argv)
+    with open(args.input, encoding="utf-8") as f:
+        sentences = [line.strip() for line in f if line.strip()]
+    encoder = ModuleEncoder(args.module)
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    try:
+        info = write_features(encoder, sentences, args.output, args.layers.split(","), args.pool, weights,
+                              args.batch_size)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Readers for the fine-tuning tasks' files, deterministic splits, label vocabularies and the trivial
+baselines every metric is reported against. Pure Python: no TensorFlow.
+
+Formats (UTF-8):
+  - classify: `label<TAB>sentence` per line (SST-2's layout).
+  - pair: `label<TAB>sentence_a<TAB>sentence_b` per line (MNLI/QQP-style pairs, label any string).
+  - tag: CoNLL-like, `token<TAB>tag[<TAB>more columns]` per line, a blank line between sentences; the tag is
+    column `tag_column` (1: UPOS in UD files, the IOB2 tag in NER files). Lines starting with `#` are comments.
+  - squad: SQuAD v1.1 JSON (`data[].paragraphs[].qas[]`).
+  - choice: JSON lines `{"context": "...", "choices": ["...", ...], "label": 0}` (every line the same number
+    of choices; SWAG/ROCStories-style).
+"""
+
+import collections
+import dataclasses
+import hashlib
+import json
+
+from downstream.finetune.squad import SquadExample, first_sentence
+
+
+class TaskDataError(ValueError):
+    """A task file is missing or malformed; the message names the file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TextExample:
+    """`texts`: one sentence (classify), two (pair) or a context followed by its choices (choice)."""
+
+    texts: tuple[str, ...]
+    label: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedSentence:
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+
+
+def _lines(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            yield from enumerate(f, 1)
+    except FileNotFoundError:
+        raise TaskDataError(f"task file not found: {path}") from None
+
+
+def read_classification(path: str, fields: int = 1) -> list[TextExample]:
+    """`label<TAB>text[<TAB>text_b]` lines; `fields` texts per line (1 classify, 2 pair)."""
+    examples = []
+    for number, line in _lines(path):
+        line = line.rstrip("\n\r")
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != fields + 1:
+            raise TaskDataError(f"{path}:{number}: expected label and {fields} text field(s) separated by tabs, "
+                                f"got {len(parts)} field(s)")
+        examples.append(TextExample(tuple(parts[1:]), parts[0]))
+    if not examples:
+        raise TaskDataError(f"{path} holds no example")
+    return examples
+
+
+def read_choices(path: str) -> list[TextExample]:
+    examples = []
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            context, choices, label = row["context"], list(row["choices"]), int(row["label"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise TaskDataError(f"{path}:{number}: expected {{context, choices, label}}: {e}") from None
+        if not 0 <= label < len(choices) or (examples and len(choices) != len(examples[0].texts) - 1):
+            raise TaskDataError(f"{path}:{number}: label {label} out of range or a different number of choices")
+        examples.append(TextExample((context, *choices), str(label)))
+    if not examples:
+        raise TaskDataError(f"{path} holds no example")
+    return examples
+
+
+def read_conll(path: str, tag_column: int = 1) -> list[TaggedSentence]:
+    sentences, words, tags = [], [], []
+    for number, line in _lines(path):
+        line = line.rstrip("\n\r")
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            if words:
+                sentences.append(TaggedSentence(tuple(words), tuple(tags)))
+                words, tags = [], []
+            continue
+        parts = line.split("\t")
+        if len(parts) <= tag_column:
+            raise TaskDataError(f"{path}:{number}: no tag in column {tag_column}: {line[:80]!r}")
+        words.append(parts[0])
+        tags.append(parts[tag_column])
+    if words:
+        sentences.append(TaggedSentence(tuple(words), tuple(tags)))
+    if not sentences:
+        raise TaskDataError(f"{path} holds no sentence")
+    return sentences
+
+
+def read_squad(path: str) -> list[SquadExample]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except FileNotFoundError:
+        raise TaskDataError(f"task file not found: {path}") from None
+    except (ValueError, KeyError) as e:
+        raise TaskDataError(f"{path}: not SQuAD v1.1 JSON: {e}") from None
+    return [SquadExample(qa["id"], qa["question"], paragraph["context"],
+                         tuple((a["text"], int(a["answer_start"])) for a in qa.get("answers", ())), article)
+            for article, entry in enumerate(data) for paragraph in entry["paragraphs"] for qa in paragraph["qas"]]
+
+
+def read_task(task: str, path: str, tag_column: int = 1) -> list:
+    if task == "classify":
+        return read_classification(path, 1)
+    if task == "pair":
+        return read_classification(path, 2)
+    if task == "choice":
+        return read_choices(path)
+    if task == "tag":
+        return read_conll(path, tag_column)
+    if task == "squad":
+        return read_squad(path)
+    raise TaskDataError(f"unknown task {task!r}")
+
+
+def stable_fraction(key: str, seed: int = 0) -> float:
+    """A number in [0, 1) from `key` and `seed`, the same in every process (sha256, not `hash()`)."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+def split_items(items: list, heldout: float, key=lambda index, item: str(index), seed: int = 0):
+    """`(train, heldout)`: each item goes to heldout when `stable_fraction(key(i, item), seed) < heldout`."""
+    train, rest = [], []
+    for index, item in enumerate(items):
+        (rest if stable_fraction(key(index, item), seed) < heldout else train).append(item)
+    return train, rest
+
+
+def label_list(examples: list) -> list[str]:
+    """The sorted label (or tag) set of `examples`."""
+    if examples and isinstance(examples[0], TaggedSentence):
+        return sorted({t for s in examples for t in s.tags})
+    return sorted({e.label for e in examples}, key=lambda x: (len(x), x))
+
+
+# Baselines: what a model that ignores the input (or context) gets.
+
+def majority_label(examples: list[TextExample]) -> str:
+    return collections.Counter(e.label for e in examples).most_common(1)[0][0]
+
+
+def most_frequent_tags(sentences: list[TaggedSentence]) -> tuple[dict[str, str], str]:
+    """Per word form, its most frequent tag in `sentences`; and the most frequent tag overall."""
+    counts = collections.defaultdict(collections.Counter)
+    overall = collections.Counter()
+    for sentence in sentences:
+        for word, tag in zip(sentence.words, sentence.tags):
+            counts[word][tag] += 1
+            overall[tag] += 1
+    return {w: c.most_common(1)[0][0] for w, c in counts.items()}, overall.most_common(1)[0][0]
+
+
+def tag_baseline(train: list[TaggedSentence], sentences: list[TaggedSentence]) -> list[list[str]]:
+    per_word, overall = most_frequent_tags(train)
+    return [[per_word.get(w, overall) for w in s.words] for s in sentences]
+
+
+def squad_baseline(examples: list[SquadExample]) -> dict[str, str]:
+    return {e.qid: first_sentence(e.context) for e in examples}

@@ -1,0 +1,386 @@
+"""BERT weights between this project's model and google-research/bert's TF1 checkpoints or HuggingFace safetensors.
+
+`WEIGHTS` lists every weight once: google-research's variable name, HuggingFace's tensor name and the Keras
+weight path here, with how the layout differs. The canonical layout is google-research's (dense kernels
+`[in, out]`); HuggingFace's linear weights are the transpose (`[out, in]`), and keras-hub's attention keeps
+heads apart (`query/kernel` `[H, heads, H / heads]`, `attention_output/kernel` `[heads, H / heads, H]`).
+The masked-LM decoder is tied to the word embeddings in all three (HuggingFace may store a copy: it must be
+equal); the next-sentence weights are `[2, H]` in both sources and `[H, 2]` here.
+
+google-research's `hidden_act: "gelu"` is the tanh approximation (its `modeling.gelu`), HuggingFace's is
+exact; both map to this project's `hidden_act` names. The pooler and the two heads may be absent from a
+checkpoint (HuggingFace's `BertModel` has no heads): they then keep a fresh initialisation, reported.
+"""
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+
+from models.bert import PRESETS, BertConfig
+from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights
+
+TF1_CHECKPOINT, TF1_CONFIG = "bert_model.ckpt", "bert_config.json"
+HF_WEIGHTS, HF_CONFIG, HF_INDEX = "model.safetensors", "config.json", "model.safetensors.index.json"
+OPTIONAL_GROUPS = ("pooler", "mlm", "nsp")  # may be missing from a checkpoint; every other weight must be there
+# Tensors a checkpoint may hold that are not weights of the model (optimizer slots, counters, buffers, copies).
+IGNORED = re.compile(r"(^|/)(global_step|adam_[mv]|bad_steps|good_steps|loss_scale)(/|$)|position_ids$"
+                     r"|cls\.predictions\.decoder\.(weight|bias)$")
+# HuggingFace hidden_act -> ours; google-research's "gelu" is the tanh approximation.
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_pytorch_tanh": "gelu_approximate",
+                  "gelu_fast": "gelu_approximate", "relu": "relu"}
+TF1_ACTIVATIONS = {"gelu": "gelu_approximate", "relu": "relu"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Weight:
+    """One weight: `tf1` name, `hf` name (without the `bert.` prefix of the encoder's), Keras `path`, the
+    `layout` change from the canonical (tf1) layout to ours, `linear` (HF stores it transposed), `group`."""
+
+    tf1: str
+    hf: str
+    path: str
+    layout: str = "same"  # same | heads | heads_bias | heads_out | transpose
+    linear: bool = False
+    group: str = "encoder"
+
+
+def _dense(tf1, hf, path, group="encoder", layout=("same", "same")):
+    return [Weight(f"{tf1}/kernel", f"{hf}.weight", f"{path}/kernel", layout[0], True, group),
+            Weight(f"{tf1}/bias", f"{hf}.bias", f"{path}/bias", layout[1], False, group)]
+
+
+def _norm(tf1, hf, path, group="encoder"):
+    return [Weight(f"{tf1}/gamma", f"{hf}.weight", f"{path}/gamma", group=group),
+            Weight(f"{tf1}/beta", f"{hf}.bias", f"{path}/beta", group=group)]
+
+
+def weights(num_layers: int) -> list[Weight]:
+    """Every weight of the pretrainer, embeddings first, in the order errors report them."""
+    rows = [Weight("bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight",
+                   "token_embedding/embeddings"),
+            Weight("bert/embeddings/position_embeddings", "embeddings.position_embeddings.weight",
+                   "position_embedding/embeddings"),
+            Weight("bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings.weight",
+                   "segment_embedding/embeddings"),
+            *_norm("bert/embeddings/LayerNorm", "embeddings.LayerNorm", "embeddings_layer_norm")]
+    for i in range(num_layers):
+        tf1, hf, ours = f"bert/encoder/layer_{i}", f"encoder.layer.{i}", f"transformer_layer_{i}"
+        for part in ("query", "key", "value"):
+            rows += _dense(f"{tf1}/attention/self/{part}", f"{hf}.attention.self.{part}",
+                           f"{ours}/self_attention_layer/{part}", layout=("heads", "heads_bias"))
+        rows += _dense(f"{tf1}/attention/output/dense", f"{hf}.attention.output.dense",
+                       f"{ours}/self_attention_layer/attention_output", layout=("heads_out", "same"))
+        rows += _norm(f"{tf1}/attention/output/LayerNorm", f"{hf}.attention.output.LayerNorm",
+                      f"{ours}/self_attention_layer_norm")
+        rows += _dense(f"{tf1}/intermediate/dense", f"{hf}.intermediate.dense",
+                       f"{ours}/feedforward_intermediate_dense")
+        rows += _dense(f"{tf1}/output/dense", f"{hf}.output.dense", f"{ours}/feedforward_output_dense")
+        rows += _norm(f"{tf1}/output/LayerNorm", f"{hf}.output.LayerNorm", f"{ours}/feedforward_layer_norm")
+    rows += _dense("bert/pooler/dense", "pooler.dense", "pooled_dense", group="pooler")
+    rows += _dense("cls/predictions/transform/dense", "cls.predictions.transform.dense", "mlm_head/intermediate_dense",
+                   group="mlm")
+    rows += _norm("cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm",
+                  "mlm_head/intermediate_layer_norm", group="mlm")
+    rows += [Weight("cls/predictions/output_bias", "cls.predictions.bias", "mlm_head/output_bias", group="mlm"),
+             Weight("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", "nsp_head/kernel",
+                    "transpose", group="nsp"),
+             Weight("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", "nsp_head/bias", group="nsp")]
+    return rows
+
+
+def hf_name(weight: Weight) -> str:
+    """The name in a `BertForPreTraining` state dict (encoder under `bert.`, heads under `cls.`)."""
+    return weight.hf if weight.hf.startswith("cls.") else f"bert.{weight.hf}"
+
+
+# --- layouts -----------------------------------------------------------------------------------------------
+
+def to_ours(array: np.ndarray, layout: str, shape: tuple) -> np.ndarray:
+    """Canonical (google-research) layout -> the Keras weight of `shape`."""
+    if layout == "transpose":
+        return array.T
+    return array.reshape(shape)
+
+
+def from_ours(array: np.ndarray, layout: str) -> np.ndarray:
+    """The Keras weight -> canonical layout."""
+    if layout == "transpose":
+        return array.T
+    if layout == "heads":  # [H, heads, d] -> [H, heads * d]
+        return array.reshape(array.shape[0], -1)
+    if layout == "heads_out":  # [heads, d, H] -> [heads * d, H]
+        return array.reshape(-1, array.shape[-1])
+    if layout == "heads_bias":
+        return array.reshape(-1)
+    return array
+
+
+def canonical_shape(shape: tuple, layout: str) -> tuple:
+    return from_ours(np.zeros(shape, np.int8), layout).shape
+
+
+# --- configs -----------------------------------------------------------------------------------------------
+
+def config_from_json(payload: dict, source: str, hf: bool) -> BertConfig:
+    """A google-research `bert_config.json` (`hf=False`) or a HuggingFace `config.json` -> `BertConfig`."""
+    if hf and payload.get("model_type", "bert") != "bert":
+        raise ConversionError(f"{source}: model_type {payload.get('model_type')!r} is not a BERT architecture")
+    if payload.get("position_embedding_type", "absolute") != "absolute":
+        raise ConversionError(f"{source}: position_embedding_type {payload['position_embedding_type']!r}: only "
+                              f"absolute positions are supported")
+    table = HF_ACTIVATIONS if hf else TF1_ACTIVATIONS
+    act = payload.get("hidden_act", "gelu")
+    if act not in table:
+        raise ConversionError(f"{source}: hidden_act {act!r} is not supported ({', '.join(table)})")
+    try:
+        return BertConfig(vocab_size=payload["vocab_size"], num_layers=payload["num_hidden_layers"],
+                          hidden_size=payload["hidden_size"], num_heads=payload["num_attention_heads"],
+                          intermediate_size=payload["intermediate_size"], hidden_act=table[act],
+                          dropout=payload.get("hidden_dropout_prob", 0.1),
+                          max_position_embeddings=payload.get("max_position_embeddings", 512),
+                          type_vocab_size=payload.get("type_vocab_size", 2),
+                          initializer_range=payload.get("initializer_range", 0.02),
+                          layer_norm_epsilon=payload.get("layer_norm_eps", 1e-12))
+    except KeyError as e:
+        raise ConversionError(f"{source} lacks {e.args[0]!r}") from None
+
+
+def config_to_json(config: BertConfig, hf: bool) -> dict:
+    shared = {"vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+              "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
+              "intermediate_size": config.intermediate_size, "hidden_dropout_prob": config.dropout,
+              "attention_probs_dropout_prob": config.dropout,
+              "max_position_embeddings": config.max_position_embeddings,
+              "type_vocab_size": config.type_vocab_size, "initializer_range": config.initializer_range}
+    if not hf:  # google-research has one GELU, the tanh one, and a fixed epsilon of 1e-12
+        return {**shared, "hidden_act": "relu" if config.hidden_act == "relu" else "gelu"}
+    act = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}[config.hidden_act]
+    return {"architectures": ["BertForPreTraining"], "model_type": "bert", **shared, "hidden_act": act,
+            "layer_norm_eps": config.layer_norm_epsilon, "pad_token_id": 0, "position_embedding_type": "absolute"}
+
+
+def nearest_preset(config: BertConfig) -> str:
+    """The preset with this config's shape, else "converted"."""
+    for name, fields in PRESETS.items():
+        if all(getattr(config, k) == v for k, v in fields.items()):
+            return name
+    return "converted"
+
+
+# --- reading -----------------------------------------------------------------------------------------------
+
+def load(model, config: BertConfig, tensors, source: str, hf: bool) -> list[str]:
+    """Assigns the checkpoint's tensors to `model` by name. `tensors`: a `TensorSource`. Returns the optional
+    groups that the checkpoint lacks (kept freshly initialised)."""
+    shapes = {v.path: tuple(v.shape) for v in model.weights}
+    rows = weights(config.num_layers)
+    names = {row.path: _find(row, tensors, hf) for row in rows}
+    missing_groups = []
+    for group in OPTIONAL_GROUPS:
+        members = [row for row in rows if row.group == group]
+        found = [names[row.path] is not None for row in members]
+        if not any(found):
+            missing_groups.append(group)
+        elif not all(found):
+            absent = next(row for row, ok in zip(members, found) if not ok)
+            raise ConversionError(f"{source} lacks {hf_name(absent) if hf else absent.tf1} but holds other "
+                                  f"weights of the same layer")
+    arrays = {}
+    for row in rows:
+        name = names[row.path]
+        if name is None:
+            if row.group in missing_groups:
+                continue
+            raise ConversionError(f"{source} lacks {hf_name(row) if hf else row.tf1}: not a checkpoint of the "
+                                  f"model that the config describes ({config.num_layers} layers)")
+        expected = canonical_shape(shapes[row.path], row.layout)
+        if hf and row.linear:
+            expected = expected[::-1]
+        check_shape(name, tensors.shape(name), expected, source)
+        array = tensors.get(name)
+        array = array.T if hf and row.linear else array
+        arrays[row.path] = to_ours(array, row.layout, shapes[row.path])
+    _check_leftovers(tensors, set(n for n in names.values() if n), source)
+    if hf:
+        _check_tied_decoder(tensors, arrays["token_embedding/embeddings"], source)
+    assign(model, arrays)
+    return missing_groups
+
+
+def _find(row: Weight, tensors, hf: bool) -> str | None:
+    if not hf:
+        return row.tf1 if tensors.has(row.tf1) else None
+    candidates = [hf_name(row), row.hf]
+    if row.hf.endswith(".weight") and "LayerNorm" in row.hf:  # old PyTorch checkpoints: gamma / beta
+        candidates += [c[:-len("weight")] + "gamma" for c in candidates[:2]]
+    if row.hf.endswith(".bias") and "LayerNorm" in row.hf:
+        candidates += [c[:-len("bias")] + "beta" for c in candidates[:2]]
+    return next((c for c in candidates if tensors.has(c)), None)
+
+
+def _check_leftovers(tensors, used: set, source: str) -> None:
+    extra = [n for n in tensors.names() if n not in used and not IGNORED.search(n)]
+    if extra:
+        raise ConversionError(f"{source} holds weights that the config does not use, e.g. {extra[0]} "
+                              f"{list(tensors.shape(extra[0]))} ({len(extra)} in all): does num_hidden_layers match?")
+
+
+def _check_tied_decoder(tensors, embeddings: np.ndarray, source: str) -> None:
+    for name in ("cls.predictions.decoder.weight", "bert.cls.predictions.decoder.weight"):
+        if tensors.has(name) and not np.array_equal(tensors.get(name), embeddings):
+            raise ConversionError(f"{source}: {name} differs from the word embeddings; this project's masked-LM "
+                                  f"decoder is tied to them")
+
+
+class TF1Tensors:
+    """A google-research TF1 checkpoint, read by name (`tf.train.load_checkpoint`)."""
+
+    def __init__(self, prefix: str):
+        import tensorflow as tf
+
+        self.reader = tf.train.load_checkpoint(prefix)
+        self.shapes = self.reader.get_variable_to_shape_map()
+
+    def names(self):
+        return sorted(self.shapes)
+
+    def has(self, name):
+        return name in self.shapes
+
+    def shape(self, name):
+        return tuple(self.shapes[name])
+
+    def get(self, name):
+        return np.asarray(self.reader.get_tensor(name))
+
+
+class SafetensorsTensors:
+    """HuggingFace safetensors (one file, or shards listed by `model.safetensors.index.json`), read lazily with
+    the `safetensors` package's numpy API."""
+
+    def __init__(self, files: list[str]):
+        from safetensors import safe_open
+
+        self.handles = [safe_open(f, framework="np") for f in files]
+        self.where = {name: h for h in self.handles for name in h.keys()}
+
+    def names(self):
+        return sorted(self.where)
+
+    def has(self, name):
+        return name in self.where
+
+    def shape(self, name):
+        return tuple(self.where[name].get_slice(name).get_shape())
+
+    def get(self, name):
+        return self.where[name].get_tensor(name)
+
+
+def tf1_prefix(path: str) -> str:
+    """`bert_model.ckpt` (a prefix), one of its files, or a folder holding one -> the checkpoint prefix."""
+    import tensorflow as tf
+
+    for suffix in (".index", ".meta"):
+        if path.endswith(suffix):
+            path = path[:-len(suffix)]
+    path = re.sub(r"\.data-\d+-of-\d+$", "", path)
+    if os.path.isdir(path):
+        found = tf.train.latest_checkpoint(path) or next(
+            (os.path.join(path, f[:-len(".index")]) for f in sorted(os.listdir(path)) if f.endswith(".index")), None)
+        if not found:
+            raise ConversionError(f"no TF1 checkpoint (*.index) in {path}")
+        return found
+    if not os.path.exists(path + ".index"):
+        raise ConversionError(f"TF1 checkpoint not found: {path}.index")
+    return path
+
+
+def safetensors_files(path: str) -> list[str]:
+    """`model.safetensors`, a folder holding it, or a shard index -> the files to read."""
+    if os.path.isdir(path):
+        for name in (HF_WEIGHTS, HF_INDEX):
+            if os.path.exists(os.path.join(path, name)):
+                return safetensors_files(os.path.join(path, name))
+        raise ConversionError(f"no {HF_WEIGHTS} or {HF_INDEX} in {path}")
+    if not os.path.exists(path):
+        raise ConversionError(f"safetensors file not found: {path}")
+    if path.endswith(".json"):
+        with open(path) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(os.path.dirname(path), s) for s in shards]
+    return [path]
+
+
+def read_source(fmt: str, checkpoint: str, config_path: str | None):
+    """-> (BertConfig, tensors, config path, lower_case hint or None)."""
+    hf = fmt == "hf_bert"
+    if hf:
+        tensors = SafetensorsTensors(safetensors_files(checkpoint))
+        config_path = config_path or beside(checkpoint, HF_CONFIG)
+    else:
+        tensors = TF1Tensors(tf1_prefix(checkpoint))
+        config_path = config_path or beside(checkpoint, TF1_CONFIG)
+    config = config_from_json(read_json(config_path, "model config", "--config"), config_path, hf)
+    lower_case = None
+    tokenizer_config = beside(checkpoint, "tokenizer_config.json")
+    if hf and os.path.exists(tokenizer_config):
+        lower_case = read_json(tokenizer_config, "tokenizer config", "--config").get("do_lower_case")
+    return config, tensors, config_path, lower_case
+
+
+# --- writing -----------------------------------------------------------------------------------------------
+
+def canonical_tensors(model, config: BertConfig, hf: bool) -> dict:
+    """{source name: array} of every weight of `model`, in the target format's names and layouts."""
+    ours = read_weights(model)
+    out = {}
+    for row in weights(config.num_layers):
+        array = np.ascontiguousarray(from_ours(ours[row.path], row.layout), dtype=np.float32)
+        if hf:
+            out[hf_name(row)] = np.ascontiguousarray(array.T) if row.linear else array
+        else:
+            out[row.tf1] = array
+    return out
+
+
+def write(model, config: BertConfig, fmt: str, output: str, vocab, lower_case: bool) -> list[str]:
+    """Writes `output/` as the format's tools expect it; returns the files written."""
+    os.makedirs(output, exist_ok=True)
+    hf = fmt == "hf_bert"
+    tensors = canonical_tensors(model, config, hf)
+    files = [os.path.join(output, "vocab.txt")]
+    vocab.write(files[0])
+    if hf:
+        from safetensors.numpy import save_file
+
+        files.append(os.path.join(output, HF_WEIGHTS))
+        save_file(tensors, files[-1], metadata={"format": "pt"})
+        payload = config_to_json(config, hf=True)
+        _write_json(os.path.join(output, "tokenizer_config.json"),
+                    {"do_lower_case": lower_case, "tokenizer_class": "BertTokenizer", "model_max_length":
+                     config.max_position_embeddings})
+        files.append(os.path.join(output, "tokenizer_config.json"))
+    else:
+        import tensorflow as tf
+
+        prefix = os.path.join(output, TF1_CHECKPOINT)
+        names = sorted(tensors)
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.constant(tensors[n]) for n in names])
+        with open(os.path.join(output, "checkpoint"), "w") as f:  # what tf.train.latest_checkpoint reads
+            f.write(f'model_checkpoint_path: "{TF1_CHECKPOINT}"\nall_model_checkpoint_paths: "{TF1_CHECKPOINT}"\n')
+        files += [prefix + ".index", prefix + ".data-00000-of-00001"]
+        payload = config_to_json(config, hf=False)
+    config_file = os.path.join(output, HF_CONFIG if hf else TF1_CONFIG)
+    _write_json(config_file, payload)
+    return files + [config_file]
+
+
+def _write_json(path: str, payload: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2)
+        f.write("\n")

@@ -1,0 +1,170 @@
+"""Convert public checkpoints into model_dirs, and model_dirs back into those formats.
+
+    python -m models.convert --from {bert_tf1,hf_bert,bilm_hdf5} --checkpoint PATH [--config FILE] \\
+        [--vocab FILE] --model_dir DIR [--max_seq_length N] [--max_predictions_per_seq N] [--cased|--lower_case]
+    python -m models.convert --to {bert_tf1,hf_bert,bilm_hdf5} --model_dir DIR --output DIR
+
+Formats: `bert_tf1`, google-research/bert (`bert_model.ckpt` + `bert_config.json` + `vocab.txt`);
+`hf_bert`, HuggingFace BERT in safetensors (`model.safetensors` + `config.json` + `vocab.txt`, read without
+torch); `bilm_hdf5`, allenai/bilm-tf (`weights.hdf5` + `options.json`; a WordPiece `vocab.txt` for the
+softmax and the data). `--config` and `--vocab` default to those files beside `--checkpoint`.
+
+`--from` writes a model_dir as `models.training.train` does (config.json with `data.train_data` "converted from
+...", vocab.txt, a model-only checkpoint `ckpt-0`): `models.training.train --model_dir DIR --train_data ...`
+continues pretraining it, `serving.export` exports it, fine-tuning loads it. Every weight is mapped by name;
+weights a checkpoint lacks (BERT's pooler or heads, the biLM's softmax) keep a fresh initialisation and are
+listed. Casing: `--cased`/`--lower_case`, else HuggingFace's `tokenizer_config.json`, else uncased unless the
+vocabulary has upper-case entries. `--to` writes the files the format's own tools read. Exit status 2 on bad
+input, with the reason (a config that does not match the weights names the first tensor and both shapes).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+FORMATS = {"bert_tf1": "bert", "hf_bert": "bert", "bilm_hdf5": "bilm"}
+BERT_DEFAULT_SEQ, BERT_DEFAULT_PREDICTIONS, BILM_DEFAULT_SEQ = 128, 20, 20
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m models.convert", description=__doc__.split("\n")[0])
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from", dest="source", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
+    direction.add_argument("--to", dest="target", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--checkpoint", help="--from: the checkpoint (file, prefix or folder)")
+    parser.add_argument("--config", help="--from: bert_config.json / config.json / options.json")
+    parser.add_argument("--vocab", help="--from: vocab.txt (WordPiece)")
+    parser.add_argument("--output", help="--to: the folder to write")
+    parser.add_argument("--max_seq_length", type=int, default=None,
+                        help=f"recorded for export and checks (BERT {BERT_DEFAULT_SEQ}, biLM: unroll_steps)")
+    parser.add_argument("--max_predictions_per_seq", type=int, default=BERT_DEFAULT_PREDICTIONS)
+    case = parser.add_mutually_exclusive_group()
+    case.add_argument("--cased", dest="lower_case", action="store_false", default=None)
+    case.add_argument("--lower_case", dest="lower_case", action="store_true")
+    return parser.parse_args(argv)
+
+
+def _format(name: str) -> str:
+    from models.convert.common import ConversionError
+
+    if name not in FORMATS:
+        raise ConversionError(f"unknown format {name!r}: use one of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def _vocabulary(path: str, rows: int | None, config_path: str):
+    from models.convert.common import ConversionError, require_file
+    from preprocessing.vocabulary import Vocabulary, VocabularyError
+
+    try:
+        vocab = Vocabulary.from_file(require_file(path, "vocabulary", "--vocab"))
+    except VocabularyError as e:
+        raise ConversionError(str(e)) from None
+    if rows is not None and len(vocab) != rows:
+        raise ConversionError(f"the vocabulary {path} has {len(vocab)} entries but the word embeddings have "
+                              f"{rows} rows (vocab_size in {config_path})")
+    return vocab
+
+
+def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: str | None = None,
+                      vocab_path: str | None = None, max_seq_length: int | None = None,
+                      max_predictions_per_seq: int = BERT_DEFAULT_PREDICTIONS, lower_case: bool | None = None) -> dict:
+    """Writes `model_dir` from a checkpoint in format `fmt`; returns a summary (preset, fresh weights, ...)."""
+    import tensorflow as tf
+
+    from models import families
+    from models.convert import bert as convert_bert
+    from models.convert import bilm as convert_bilm
+    from models.config import TrainConfig
+    from models.convert.common import ConversionError, beside
+
+    kind = _format(fmt)
+    if not checkpoint:
+        raise ConversionError("--checkpoint is required with --from")
+    if not os.path.exists(checkpoint) and not os.path.exists(checkpoint + ".index"):
+        raise ConversionError(f"checkpoint not found: {checkpoint}")
+    if tf.io.gfile.isdir(model_dir) and tf.train.latest_checkpoint(model_dir):
+        raise ConversionError(f"{model_dir} already holds a checkpoint; convert into a new --model_dir")
+    vocab_path = vocab_path or beside(checkpoint, families.VOCAB_FILE)
+    if kind == "bert":
+        config, tensors, config_path, hint = convert_bert.read_source(fmt, checkpoint, config_path)
+        vocab = _vocabulary(vocab_path, config.vocab_size, config_path)
+        seq = max_seq_length or min(BERT_DEFAULT_SEQ, config.max_position_embeddings)
+        preset = convert_bert.nearest_preset(config)
+    else:
+        tensors, options, config_path = convert_bilm.read_source(checkpoint, config_path)
+        vocab = _vocabulary(vocab_path, None, config_path)
+        config = convert_bilm.config_from_options(options, len(vocab), config_path)
+        seq, hint, preset = max_seq_length or options.get("unroll_steps") or BILM_DEFAULT_SEQ, None, "converted"
+    lower = lower_case if lower_case is not None else hint if hint is not None else not vocab.looks_cased
+    data = {"train_data": f"converted from {os.path.abspath(checkpoint)} ({fmt})", "max_seq_length": seq,
+            "max_predictions_per_seq": max_predictions_per_seq if kind == "bert" else None,
+            "lower_case": bool(lower), "vocab_size": len(vocab), "vocab_sha256": vocab.sha256,
+            "special_ids": vocab.special_ids()}
+    try:
+        model = families.make_task(kind, config, data).build_model()
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
+    if kind == "bert":
+        fresh = convert_bert.load(model, config, tensors, checkpoint, hf=fmt == "hf_bert")
+    else:
+        try:
+            fresh = convert_bilm.load(model, config, tensors, checkpoint)
+        finally:
+            tensors.close()
+    families.write_config(model_dir, kind, preset, config, TrainConfig(), data)
+    vocab.write(os.path.join(model_dir, families.VOCAB_FILE))
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, step=step), model_dir, 3, step_counter=step)
+    path = manager.save(checkpoint_number=0)
+    return {"model_dir": model_dir, "model": kind, "preset": preset, "checkpoint": path, "lower_case": bool(lower),
+            "vocab_size": len(vocab), "fresh": fresh, "parameters": int(model.count_params())}
+
+
+def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
+    """Writes `model_dir`'s latest weights in format `fmt` under `output`; returns the files written."""
+    from models import families
+    from models.convert import bert as convert_bert
+    from models.convert import bilm as convert_bilm
+    from models.convert.common import ConversionError
+
+    kind = _format(fmt)
+    if not output:
+        raise ConversionError("--output is required with --to")
+    try:
+        _, model, saved = families.load_model(model_dir)
+    except families.CheckpointMismatchError as e:
+        raise ConversionError(str(e)) from None
+    if saved["model"] != kind:
+        raise ConversionError(f"{model_dir} holds a {saved['model']} model; {fmt} is a format for {kind}")
+    vocab = _vocabulary(os.path.join(model_dir, families.VOCAB_FILE), saved["model_config"].vocab_size,
+                        os.path.join(model_dir, families.CONFIG_FILE))
+    if kind == "bert":
+        files = convert_bert.write(model, saved["model_config"], fmt, output, vocab,
+                                   bool(saved["data"].get("lower_case", True)))
+    else:
+        files = convert_bilm.write(model, saved["model_config"], output, vocab, saved["data"].get("max_seq_length"))
+    return {"output": output, "format": fmt, "files": files}
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = parse_args(argv)
+    from models.convert.common import ConversionError
+
+    try:
+        if args.source:
+            result = import_checkpoint(args.source, args.checkpoint, args.model_dir, args.config, args.vocab,
+                                       args.max_seq_length, args.max_predictions_per_seq, args.lower_case)
+            if result["fresh"]:
+                print(f"not in the checkpoint, freshly initialised: {', '.join(result['fresh'])}", file=sys.stderr)
+        else:
+            result = export_checkpoint(args.target, args.model_dir, args.output)
+    except (ConversionError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+

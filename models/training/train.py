@@ -1,0 +1,156 @@
+"""Pretrain BERT, GPT or the biLM on TFRecords from `pipeline.pretraining_data`, under any strategy.
+
+    python -m models.training.train --model bert --preset bert_tiny --train_data 'data/bert/*.tfrecord' \\
+        --model_dir runs/bert_tiny [--eval_data 'heldout/*.tfrecord'] [--strategy auto] [--tpu NAME] \\
+        [--set train_steps=2000 --set batch_size=64 --set dropout=0.0 ...]
+
+The data's `metadata.json` is checked before anything is built (model kind, sequence lengths; the
+vocabulary size becomes the model's). Running again with the same `model_dir` resumes from the last
+checkpoint (model, optimizer, step and data position); the model config must then be the one saved in
+`model_dir/config.json`, while training fields may change (e.g. more `train_steps`). The last line printed
+is one JSON object with the final training metrics.
+"""
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import sys
+
+import tensorflow as tf
+
+from models import config as config_lib
+from models import families
+from models.training import distribute
+from models.training.trainer import Trainer
+from preprocessing import readers
+
+log = logging.getLogger("models.training.train")
+
+
+class ModelDirMismatchError(ValueError):
+    """`model_dir` holds a different model than the one asked for."""
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m models.training.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=families.KINDS, help="required unless model_dir has a config.json")
+    parser.add_argument("--preset", help="<model>_<size>, e.g. bert_tiny, gpt_base, bilm_original; required unless "
+                        "model_dir has a config.json (then its model config is continued, e.g. a converted one)")
+    parser.add_argument("--train_data", required=True, help="TFRecord pattern (metadata.json beside it)")
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--eval_data", default=None)
+    parser.add_argument("--strategy", default="auto", choices=["auto", "tpu", "multi_worker", "mirrored", "default"])
+    parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any model or training config field (model.X / train.X when ambiguous)")
+    return parser.parse_args(argv)
+
+
+def resolve(args) -> tuple:
+    """-> (model_config, train_config, data section), all checked, before any model is built. Fills in
+    `args.model` / `args.preset` from `model_dir/config.json` when they are not given."""
+    saved = None
+    if tf.io.gfile.exists(os.path.join(args.model_dir, families.CONFIG_FILE)):
+        saved = families.read_config(args.model_dir)
+        args.model, args.preset = args.model or saved["model"], args.preset or saved["preset"]
+    if not args.model or not args.preset:
+        raise ValueError("--model and --preset are required for a new model_dir")
+    metadata, _ = readers.read_metadata(args.train_data)
+    if metadata["model"] != args.model:
+        raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
+                                        f"not {args.model}")
+    data = families.data_section(metadata, args.train_data)
+    if saved and saved["model"] == args.model and saved["preset"] == args.preset:
+        base = saved["model_config"]  # continue the saved model (its preset may be "converted")
+    elif not args.preset.startswith(args.model + "_"):
+        raise ValueError(f"--preset {args.preset} is not a {args.model} preset: "
+                         f"{', '.join(families.presets(args.model))}")
+    else:
+        base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
+    model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
+    if model_config.vocab_size != data["vocab_size"]:
+        raise readers.DataMismatchError(f"vocab_size {model_config.vocab_size} but the data's vocabulary has "
+                                        f"{data['vocab_size']} entries")
+    _check_resume(args.model_dir, args.model, model_config, data)
+    return model_config, train_config, data
+
+
+def _check_resume(model_dir: str, kind: str, model_config, data: dict) -> None:
+    if not tf.io.gfile.exists(os.path.join(model_dir, families.CONFIG_FILE)):
+        return
+    saved = families.read_config(model_dir)
+    if saved["model"] != kind:
+        raise ModelDirMismatchError(f"{model_dir} holds a {saved['model']} model, not {kind}")
+    for field in dataclasses.fields(model_config):
+        old, new = getattr(saved["model_config"], field.name), getattr(model_config, field.name)
+        if old != new:
+            raise ModelDirMismatchError(f"{model_dir} holds a model with {field.name}={old!r}, asked for {new!r}; "
+                                        f"use another --model_dir or the same config")
+    if saved["data"]["vocab_sha256"] != data["vocab_sha256"]:
+        raise ModelDirMismatchError(f"{model_dir} was trained with another vocabulary than {data['train_data']}'s")
+
+
+def distributed_dataset(strategy, pattern: str, task, train_config, *, training: bool, skip_batches: int = 0,
+                        vocab_sha256: str | None = None):
+    """Per-replica batches of the task's `(x, y, w)`, one input pipeline per worker (or per TPU host)."""
+    micro_batch = train_config.batch_size // (train_config.accumulation_steps if training else 1)
+
+    def dataset_fn(context):
+        ds = readers.make_dataset(pattern, micro_batch, input_context=context, shuffle=training, repeat=True,
+                                  seed=train_config.seed, shuffle_buffer=train_config.shuffle_buffer,
+                                  skip_batches=skip_batches, vocab_sha256=vocab_sha256,
+                                  **task.data_expectations())
+        return ds.map(task.prepare_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("tensorflow", "absl"):  # absl: TF's per-checkpoint "Sharding callback duration" lines
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = parse_args(argv)
+    try:
+        model_config, train_config, data = resolve(args)
+    except (readers.DataMismatchError, ModelDirMismatchError, config_lib.OverrideError, ValueError,
+            FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    strategy = distribute.make_strategy(args.strategy, args.tpu)
+    task = families.make_task(args.model, model_config, data)
+    trainer = Trainer(task, train_config, strategy, args.model_dir)
+    start = trainer.restore()
+    if trainer.chief:
+        families.write_config(args.model_dir, args.model, args.preset, model_config, train_config, data)
+        _copy_vocab(args.train_data, args.model_dir)
+    log.info("%s %s: %s parameters, %d replica(s), XLA %s, from step %d to %d", args.model, args.preset,
+             f"{trainer.model.count_params():,}", strategy.num_replicas_in_sync, "on" if trainer.use_xla else "off",
+             start, train_config.train_steps)
+    train = distributed_dataset(strategy, args.train_data, task, train_config, training=True,
+                                skip_batches=trainer.data_position(), vocab_sha256=data["vocab_sha256"])
+    evaluation = (distributed_dataset(strategy, args.eval_data, task, train_config, training=False,
+                                      vocab_sha256=data["vocab_sha256"])
+                  if args.eval_data else None)
+    try:
+        metrics = trainer.train(train, evaluation)
+    except tf.errors.DataLossError as e:
+        metadata, files = readers.read_metadata(args.train_data)
+        culprit = readers.find_corrupt_shard(files, metadata["compression"])
+        where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
+        print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
+              file=sys.stderr)
+        return 3
+    print(json.dumps({"step": int(trainer.step.numpy()), **metrics}))
+    return 0
+
+
+def _copy_vocab(train_data: str, model_dir: str) -> None:
+    source = os.path.join(os.path.dirname(train_data), families.VOCAB_FILE)
+    if tf.io.gfile.exists(source):
+        tf.io.gfile.copy(source, os.path.join(model_dir, families.VOCAB_FILE), overwrite=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""TF Serving's gRPC API over a ModelManager: PredictionService (Predict, GetModelMetadata, Classify, Regress)
+and ModelService.GetModelStatus, with TF Serving's status codes (NOT_FOUND, INVALID_ARGUMENT, ...).
+
+`make_grpc_server(manager, host, port, max_message_bytes)` -> (started grpc.Server, bound port).
+"""
+
+import logging
+from concurrent import futures
+
+import grpc
+import tensorflow as tf
+from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
+                                     model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc,
+                                     regression_pb2, status_pb2)
+
+from serving.server.servable import ServingError, inputs_from_protos, serialized_examples
+from serving.server.manager import ModelManager
+
+log = logging.getLogger(__name__)
+SIGNATURE_DEF = "signature_def"
+
+
+def resolve(manager: ModelManager, spec):
+    """A ModelSpec -> its Servable (latest, a version, or a label)."""
+    choice = spec.WhichOneof("version_choice")
+    return manager.servable(spec.name, spec.version.value if choice == "version" else None,
+                            spec.version_label if choice == "version_label" else None)
+
+
+def fill_spec(spec, servable, signature_name: str) -> None:
+    spec.name, spec.signature_name = servable.name, signature_name
+    spec.version.value = servable.version
+
+
+def _guarded(method):
+    """Turns ServingError into the gRPC status; anything else into INTERNAL, logged with its trace."""
+    def handler(self, request, context):
+        try:
+            return method(self, request, context)
+        except ServingError as e:
+            context.abort(getattr(grpc.StatusCode, e.code), e.message)
+        except Exception:
+            log.exception("gRPC %s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see the server log")
+    handler.__name__ = method.__name__
+    return handler
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    @_guarded
+    def Predict(self, request, context):
+        servable = resolve(self.manager, request.model_spec)
+        key, signature = servable.signature(request.model_spec.signature_name)
+        outputs = servable.predict(key, inputs_from_protos(signature, request.inputs), tuple(request.output_filter))
+        response = predict_pb2.PredictResponse()
+        fill_spec(response.model_spec, servable, key)
+        for alias, value in outputs.items():
+            response.outputs[alias].CopyFrom(tf.make_tensor_proto(value))
+        return response
+
+    @_guarded
+    def GetModelMetadata(self, request, context):
+        if not request.metadata_field:
+            raise ServingError("INVALID_ARGUMENT", "GetModelMetadataRequest must specify at least one "
+                                                   "metadata_field")
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF:
+                raise ServingError("INVALID_ARGUMENT", f"Metadata field {field} is not supported")
+        servable = resolve(self.manager, request.model_spec)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        fill_spec(response.model_spec, servable, "")
+        response.metadata[SIGNATURE_DEF].Pack(signature_def_map(servable))
+        return response
+
+    @_guarded
+    def Classify(self, request, context):
+        servable = resolve(self.manager, request.model_spec)
+        key, _ = servable.signature(request.model_spec.signature_name, "tensorflow/serving/classify")
+        response = classification_pb2.ClassificationResponse()
+        fill_spec(response.model_spec, servable, key)
+        for row in servable.classify(key, serialized_examples(request.input)):
+            classes = response.result.classifications.add()
+            for label, score in row:
+                classes.classes.add(label=label, score=score)
+        return response
+
+    @_guarded
+    def Regress(self, request, context):
+        servable = resolve(self.manager, request.model_spec)
+        key, _ = servable.signature(request.model_spec.signature_name, "tensorflow/serving/regress")
+        response = regression_pb2.RegressionResponse()
+        fill_spec(response.model_spec, servable, key)
+        for value in servable.regress(key, serialized_examples(request.input)):
+            response.result.regressions.add(value=value)
+        return response
+
+
+def signature_def_map(servable) -> get_model_metadata_pb2.SignatureDefMap:
+    result = get_model_metadata_pb2.SignatureDefMap()
+    for name, signature in servable.signature_defs.items():
+        result.signature_def[name].CopyFrom(signature)
+    return result
+
+
+def status_response(states) -> get_model_status_pb2.GetModelStatusResponse:
+    """VersionStates -> GetModelStatusResponse (shared with the REST status route)."""
+    response = get_model_status_pb2.GetModelStatusResponse()
+    codes = status_pb2.StatusProto.DESCRIPTOR.fields_by_name["error_code"].enum_type.values_by_name
+    for state in states:
+        entry = response.model_version_status.add(version=state.version)
+        entry.state = get_model_status_pb2.ModelVersionStatus.State.Value(state.state)
+        entry.status.error_code = codes[state.error_code].number
+        entry.status.error_message = state.error_message
+    return response
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    @_guarded
+    def GetModelStatus(self, request, context):
+        spec = request.model_spec
+        choice = spec.WhichOneof("version_choice")
+        return status_response(self.manager.status(spec.name, spec.version.value if choice == "version" else None,
+                                                   spec.version_label if choice == "version_label" else None))
+
+
+def make_grpc_server(manager: ModelManager, host: str, port: int, max_message_bytes: int,
+                     threads: int = 16) -> tuple[grpc.Server, int]:
+    options = [("grpc.max_receive_message_length", max_message_bytes),
+               ("grpc.max_send_message_length", -1)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=options)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if not bound:
+        raise OSError(f"cannot bind gRPC to {host}:{port}")
+    server.start()
+    return server, bound

@@ -1,0 +1,319 @@
+"""A local model server speaking TF Serving's REST API (and gRPC), over the same version folders and config file.
+
+    .venv/bin/python -m serving.server --model_config_file FILE | --model_name NAME --model_base_path DIR \\
+        [--rest_api_port 8501] [--port 8500] [--rest_api_host 127.0.0.1] [--file_system_poll_wait_seconds 1] \\
+        [--enable_batching] [--max_request_bytes N]
+
+REST routes, as TF Serving's http_rest_api_handler (paths are case-insensitive, name and label URL-decoded):
+  GET  /v1/models/NAME[/versions/N | /labels/L]             model version status
+  GET  /v1/models/NAME[/versions/N | /labels/L]/metadata    signature defs
+  POST /v1/models/NAME[/versions/N | /labels/L]:predict     (and :classify, :regress)
+Errors are `{"error": "..."}` with TF Serving's HTTP codes (INVALID_ARGUMENT -> 400, NOT_FOUND -> 404, ...);
+any other path or method under /v1/ is "Malformed request" (400), outside /v1/ 404. Differences from TF
+Serving: binds to 127.0.0.1 unless `--rest_api_host` says otherwise (TF Serving binds all interfaces); a body
+over `--max_request_bytes` gets 413; `--rest_api_port 0` picks a free port (TF Serving: REST off) and
+`--port 0` turns gRPC off. The start-up line says where it listens.
+
+Python API (tests, benchmarks):
+    with ModelServer([ModelEntry("bert", "/abs/export/bert")], ServerOptions(rest_api_port=0)) as server:
+        RestClient(server.url).predict("bert", instances=["a sentence"])
+"""
+
+import argparse
+import dataclasses
+import http.server
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import urllib.parse
+
+import tensorflow as tf
+from google.protobuf import json_format
+
+from serving.server import json_tensor
+from serving.server.grpc_service import make_grpc_server, signature_def_map, status_response
+from serving.server.servable import ServingError
+from serving.server.model_config import ModelEntry, read_model_config_list
+from serving.server.manager import ModelManager
+
+log = logging.getLogger(__name__)
+
+PREDICTION_PATH = re.compile(r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?"
+                             r":(classify|regress|predict)", re.IGNORECASE)
+STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
+                         re.IGNORECASE)
+API_PATH = re.compile(r"/v1/.*", re.IGNORECASE)
+HTTP_CODES = {"OK": 200, "CANCELLED": 499, "UNKNOWN": 500, "INVALID_ARGUMENT": 400, "DEADLINE_EXCEEDED": 504,
+              "NOT_FOUND": 404, "ALREADY_EXISTS": 409, "PERMISSION_DENIED": 403, "RESOURCE_EXHAUSTED": 429,
+              "FAILED_PRECONDITION": 400, "ABORTED": 409, "OUT_OF_RANGE": 400, "UNIMPLEMENTED": 501,
+              "INTERNAL": 500, "UNAVAILABLE": 503, "DATA_LOSS": 500, "UNAUTHENTICATED": 401}
+MAX_VERSION = 2 ** 63 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptions:
+    """Args:
+      rest_api_host: interface to bind (REST and gRPC); 127.0.0.1 keeps the server off the network.
+      rest_api_port: REST port; 0 picks a free one (`ModelServer.rest_port` tells which).
+      grpc_port: gRPC port; None: no gRPC; 0: a free one.
+      file_system_poll_wait_seconds: how often base paths are polled for new versions; 0: once at start.
+      enable_batching: merge concurrent predict calls of one signature.
+      max_request_bytes: larger request bodies are refused (413 over REST, RESOURCE_EXHAUSTED over gRPC).
+      rest_api_num_threads: requests handled at once over REST (one thread per connection).
+    """
+
+    rest_api_host: str = "127.0.0.1"
+    rest_api_port: int = 8501
+    grpc_port: int | None = None
+    file_system_poll_wait_seconds: float = 1.0
+    enable_batching: bool = False
+    max_request_bytes: int = 64 << 20
+    rest_api_num_threads: int = 64
+
+
+class RestApi:
+    """Routes one REST request to the manager -> (HTTP status, JSON body). Never raises."""
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        try:
+            return 200, self._dispatch(method, path, body)
+        except ServingError as e:
+            return HTTP_CODES.get(e.code, 500), json_tensor.dumps({"error": e.message})
+        except Exception:
+            log.exception("REST %s %s failed", method, path)
+            return 500, json_tensor.dumps({"error": "Internal error; see the server log"})
+
+    def _dispatch(self, method: str, path: str, body: bytes) -> bytes:
+        malformed = ServingError("INVALID_ARGUMENT", f"Malformed request: {method} {path}")
+        match = (PREDICTION_PATH if method == "POST" else STATUS_PATH).fullmatch(path)
+        if method not in ("GET", "POST") or not match:
+            raise malformed
+        name, version, label, verb = match.groups()
+        name = urllib.parse.unquote(name) if name else name
+        label = urllib.parse.unquote(label) if label else None
+        if version is not None:
+            if int(version) > MAX_VERSION:
+                raise ServingError("INVALID_ARGUMENT", f"Failed to convert version: {version} to numeric.")
+            version = int(version)
+        if method == "POST":
+            return self._predict(name, version, label, body) if verb.lower() == "predict" else \
+                self._examples(verb.lower(), name, version, label, body)
+        if not name:
+            raise ServingError("INVALID_ARGUMENT", "Missing model name in request.")
+        if verb:
+            return self._metadata(name, version, label)
+        states = self.manager.status(name, version, label)
+        return json_format.MessageToJson(status_response(states), preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True).encode("utf-8")
+
+    def _predict(self, name, version, label, body) -> bytes:
+        doc = json_tensor.parse(body)
+        signature_name = json_tensor.signature_name(doc)
+        servable = self.manager.servable(name, version, label)
+        key = signature_name or "serving_default"
+        signature = servable.signature_defs.get(key)
+        if signature is None:
+            raise ServingError("INVALID_ARGUMENT", f'Serving signature name: "{key}" not found in signature def')
+        inputs, row = json_tensor.predict_inputs(doc, {alias: tf.dtypes.as_dtype(info.dtype)
+                                                       for alias, info in signature.inputs.items()})
+        return json_tensor.predict_response(servable.predict(key, inputs), row)
+
+    def _examples(self, verb, name, version, label, body) -> bytes:
+        doc = json_tensor.parse(body)
+        signature_name = json_tensor.signature_name(doc)
+        examples = json_tensor.examples(doc, verb)
+        servable = self.manager.servable(name, version, label)
+        if verb == "classify":
+            return json_tensor.classify_response(servable.classify(signature_name, examples))
+        return json_tensor.regress_response(servable.regress(signature_name, examples))
+
+    def _metadata(self, name, version, label) -> bytes:
+        servable = self.manager.servable(name, version, label)
+        spec = {"name": servable.name, "signature_name": "", "version": str(servable.version)}
+        signatures = json_format.MessageToDict(signature_def_map(servable), preserving_proto_field_name=True,
+                                               always_print_fields_with_no_presence=True)
+        return json_tensor.dumps({"model_spec": spec, "metadata": {"signature_def": signatures}})
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; every response is JSON with a Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "serving.server"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+
+    def _serve(self) -> None:
+        path = urllib.parse.urlsplit(self.path).path
+        body, refused = self._read_body()
+        if refused:
+            status, payload = refused
+            self.close_connection = True
+        elif not API_PATH.fullmatch(path):
+            status, payload = 404, json_tensor.dumps({"error": f"Not found: {path} (the API is under /v1/)"})
+        else:
+            status, payload = self.server.api.handle(self.command, path, body)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _read_body(self) -> tuple[bytes, tuple[int, bytes] | None]:
+        limit = self.server.max_request_bytes
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks, total = [], 0
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                total += size
+                if total > limit:
+                    return b"", self._too_large(f"more than {limit}")
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks), None
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > limit:
+            return b"", self._too_large(str(length))
+        return self.rfile.read(length), None
+
+    def _too_large(self, size: str) -> tuple[int, bytes]:
+        limit = self.server.max_request_bytes
+        return 413, json_tensor.dumps({"error": f"Request body of {size} bytes exceeds the limit of {limit} "
+                                                f"bytes (--max_request_bytes)"})
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _serve
+
+    def log_message(self, format, *args):  # noqa: A002  (BaseHTTPRequestHandler's signature)
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class _HttpServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address, api: RestApi, max_request_bytes: int):
+        self.api, self.max_request_bytes = api, max_request_bytes
+        super().__init__(address, _Handler)
+
+
+class ModelServer:
+    """Serves `models` over REST (and gRPC): loads them, polls their base paths, answers requests.
+
+    Args:
+      models: the models to serve (`model_config.read_model_config_list(path)` or `ModelEntry`s).
+      options: ports, host, polling, batching, limits (`ServerOptions`).
+
+    Example:
+        server = ModelServer([ModelEntry("bert", "/abs/bert")], ServerOptions(rest_api_port=0))
+        port = server.start()   # loads the models first, as TF Serving does before it listens
+        ...
+        server.stop()
+    """
+
+    def __init__(self, models: list[ModelEntry], options: ServerOptions = ServerOptions()):
+        self.options = options
+        self.manager = ModelManager(list(models), batching=options.enable_batching)
+        self._http: _HttpServer | None = None
+        self._grpc = None
+        self.rest_port = self.grpc_port = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.options.rest_api_host}:{self.rest_port}"
+
+    def start(self) -> int:
+        """Loads the models (first poll), binds, starts serving and polling -> the REST port."""
+        options = self.options
+        self.manager.poll()
+        self._http = _HttpServer((options.rest_api_host, options.rest_api_port), RestApi(self.manager),
+                                 options.max_request_bytes)
+        self.rest_port = self._http.server_address[1]
+        if options.grpc_port is not None:
+            self._grpc, self.grpc_port = make_grpc_server(self.manager, options.rest_api_host, options.grpc_port,
+                                                          options.max_request_bytes)
+        self._spawn(self._http.serve_forever, "rest")
+        if options.file_system_poll_wait_seconds > 0:
+            self._spawn(self._poll, "poll")
+        return self.rest_port
+
+    def _spawn(self, target, name: str) -> None:
+        thread = threading.Thread(target=target, name=f"model-server-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.options.file_system_poll_wait_seconds):
+            try:
+                self.manager.poll()
+            except Exception:
+                log.exception("polling the model base paths failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._http:
+            self._http.shutdown()
+            self._http.server_close()
+        if self._grpc:
+            self._grpc.stop(grace=1).wait()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def __enter__(self) -> "ModelServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model_config_file", help="a model_config_list text proto (TF Serving's)")
+    source.add_argument("--model_base_path", help="one model's base path (with --model_name)")
+    parser.add_argument("--model_name", default="default", help="name of the model of --model_base_path")
+    parser.add_argument("--rest_api_port", type=int, default=8501, help="0: a free port (printed)")
+    parser.add_argument("--port", type=int, default=8500, help="gRPC port; 0: no gRPC")
+    parser.add_argument("--rest_api_host", default="127.0.0.1", help="interface for REST and gRPC")
+    parser.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0)
+    parser.add_argument("--enable_batching", action="store_true")
+    parser.add_argument("--max_request_bytes", type=int, default=64 << 20)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    try:
+        models = read_model_config_list(args.model_config_file) if args.model_config_file else \
+            [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
+                            grpc_port=args.port or None,
+                            file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+                            enable_batching=args.enable_batching, max_request_bytes=args.max_request_bytes)
+    server = ModelServer(models, options)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    grpc_text = f" and gRPC {options.rest_api_host}:{server.grpc_port}" if server.grpc_port else ""
+    print(f"Serving {server.manager.available()} on REST {server.url}{grpc_text}", flush=True)
+    stop.wait()
+    server.stop()
+    print("Stopped.", flush=True)
+    return 0
+

@@ -1,0 +1,89 @@
+"""The house's import direction (README, "Layout"): every package imports only packages below it.
+
+    downstream -> serving -> models -> preprocessing;  pipeline -> preprocessing;  demo, benchmarks on top
+
+Inside a package the same holds for its parts: `models`' networks import neither `models.training` nor
+`models.convert`; `serving.server` does not import `serving.export`. Lazy imports inside functions count too.
+"""
+
+import ast
+import os
+
+from tests.conftest import ROOT
+
+BELOW = {
+    "preprocessing": set(),
+    "pipeline": {"preprocessing"},
+    "models": {"preprocessing"},
+    "serving": {"models", "preprocessing"},
+    "downstream": {"serving", "models", "preprocessing"},
+    "demo": {"downstream", "serving", "models", "pipeline", "preprocessing"},
+    # benchmarks reuse tests/fixtures (tiny datasets, served models), and tests reuse benchmarks' peers
+    "benchmarks": {"demo", "downstream", "serving", "models", "pipeline", "preprocessing", "tests"},
+}
+# (importer prefix, imported prefix): parts of one package that sit below another part of it
+FORBIDDEN_INSIDE = [
+    ("models.", "models.training"), ("models.", "models.convert"), ("models.training", "models.convert"),
+    ("serving.server", "serving.export"), ("serving.server", "serving.client"),
+]
+
+
+def _modules(package: str):
+    for folder, _, files in os.walk(os.path.join(ROOT, package)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                yield rel.removesuffix(".__init__"), path
+
+
+def _imports(path: str) -> list[str]:
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return names
+
+
+def upward_imports() -> list[str]:
+    """Every import that points up the house, as `importer imports imported`."""
+    found = []
+    for package, allowed in BELOW.items():
+        for module, path in _modules(package):
+            for name in _imports(path):
+                top = name.split(".")[0]
+                if top in BELOW or top == "tests":
+                    if top != package and top not in allowed:
+                        found.append(f"{module} imports {name}")
+                for importer, imported in FORBIDDEN_INSIDE:
+                    inside = module.startswith(importer) and not module.startswith(imported)
+                    if importer == "models." and module.count(".") > 1:
+                        inside = False  # the rule is for models' own files, not its subpackages
+                    if inside and (name == imported or name.startswith(imported + ".")):
+                        found.append(f"{module} imports {name}")
+    return sorted(set(found))
+
+
+def test_no_package_imports_a_package_above_it():
+    assert upward_imports() == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
+    """The checker itself: an import of serving from models is reported."""
+    package = tmp_path / "models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "bad.py").write_text("def f():\n    from serving.export import cli\n")
+    monkeypatch.setattr("tests.test_layout.ROOT", str(tmp_path))
+    assert "models.bad imports serving.export" in upward_imports()
+
+
+def test_every_package_says_what_it_owns():
+    for package in [*BELOW, "models.training", "models.convert", "serving.export", "serving.server",
+                    "downstream.finetune", "tests.fixtures"]:
+        init = os.path.join(ROOT, *package.split("."), "__init__.py")
+        doc = ast.get_docstring(ast.parse(open(init, encoding="utf-8").read()))
+        assert doc and "later issues" not in doc, f"{init} has no docstring saying what {package} owns"
