@@ -113,3 +113,23 @@ def load_model(model_dir: str):
     model = task.build_model()
     restore(tf.train.Checkpoint(model=model), latest, partial=True)
     return task, model, saved
+
+
+
+def init_from(model, source_dir: str) -> list[str]:
+    """Copies the weights of `source_dir`'s model (config.json + latest checkpoint) into the built `model`,
+    matched by weight path (`encoder/.../kernel`; layers have stable names): weights only, as
+    google-research/bert's `--init_checkpoint`. Returns the paths of `model`'s weights the source lacks (a head
+    it never had), left as initialised. Raises `CheckpointMismatchError` before assigning anything when a
+    weight both have differs in shape."""
+    _, source, _ = load_model(source_dir)
+    theirs = {v.path: v for v in source.weights}
+    differ = [f"{v.path} {tuple(theirs[v.path].shape)} there, {tuple(v.shape)} here"
+              for v in model.weights if v.path in theirs and tuple(theirs[v.path].shape) != tuple(v.shape)]
+    if differ:
+        raise CheckpointMismatchError(f"{source_dir} holds weights of other shapes than this model's "
+                                      f"({len(differ)} of {len(model.weights)}, e.g. {'; '.join(differ[:2])})")
+    for v in model.weights:
+        if v.path in theirs:
+            v.assign(theirs[v.path].value)
+    return sorted(v.path for v in model.weights if v.path not in theirs)

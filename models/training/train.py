@@ -9,6 +9,12 @@ vocabulary size becomes the model's). Running again with the same `model_dir` re
 checkpoint (model, optimizer, step and data position); the model config must then be the one saved in
 `model_dir/config.json`, while training fields may change (e.g. more `train_steps`). The last line printed
 is one JSON object with the final training metrics.
+
+Continued pretraining: `--init_checkpoint SOURCE` (a model_dir, e.g. one `models.convert` wrote) starts a new
+`model_dir` from SOURCE's weights only (fresh optimizer, step 0), as google-research/bert's flag does; the
+model kind, preset and config default to SOURCE's config.json, its vocabulary must be the data's, and its
+weights' shapes the model's (checked before anything is written). Weights SOURCE lacks start fresh and are
+logged. A `model_dir` that already holds checkpoints resumes from them and ignores the flag.
 """
 
 import argparse
@@ -43,6 +49,8 @@ def parse_args(argv):
     parser.add_argument("--eval_data", default=None)
     parser.add_argument("--strategy", default="auto", choices=["auto", "tpu", "multi_worker", "mirrored", "default"])
     parser.add_argument("--tpu", default=None, help="TPU name or grpc:// address")
+    parser.add_argument("--init_checkpoint", default=None, metavar="SOURCE_MODEL_DIR",
+                        help="start a new model_dir from this model_dir's weights (fresh optimizer, step 0)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any model or training config field (model.X / train.X when ambiguous)")
     return parser.parse_args(argv)
@@ -51,10 +59,14 @@ def parse_args(argv):
 def resolve(args) -> tuple:
     """-> (model_config, train_config, data section), all checked, before any model is built. Fills in
     `args.model` / `args.preset` from `model_dir/config.json` when they are not given."""
-    saved = None
+    saved, source = None, _init_source(args)
     if tf.io.gfile.exists(os.path.join(args.model_dir, families.CONFIG_FILE)):
         saved = families.read_config(args.model_dir)
         args.model, args.preset = args.model or saved["model"], args.preset or saved["preset"]
+    elif source:
+        args.model, args.preset = args.model or source["model"], args.preset or source["preset"]
+    if source and source["model"] != args.model:
+        raise ValueError(f"--init_checkpoint {args.init_checkpoint} holds a {source['model']} model, not {args.model}")
     if not args.model or not args.preset:
         raise ValueError("--model and --preset are required for a new model_dir")
     metadata, _ = readers.read_metadata(args.train_data)
@@ -62,8 +74,16 @@ def resolve(args) -> tuple:
         raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
                                         f"not {args.model}")
     data = families.data_section(metadata, args.train_data)
+    if source and (source["data"]["vocab_sha256"], source["data"]["vocab_size"]) != (data["vocab_sha256"],
+                                                                                     data["vocab_size"]):
+        raise readers.DataMismatchError(
+            f"--init_checkpoint {args.init_checkpoint} has another vocabulary ({source['data']['vocab_size']} "
+            f"entries, sha256 {source['data']['vocab_sha256'][:12]}) than {args.train_data} "
+            f"({data['vocab_size']} entries, sha256 {data['vocab_sha256'][:12]})")
     if saved and saved["model"] == args.model and saved["preset"] == args.preset:
         base = saved["model_config"]  # continue the saved model (its preset may be "converted")
+    elif source and source["preset"] == args.preset:
+        base = source["model_config"]  # continue the source's model (a converted one too)
     elif not args.preset.startswith(args.model + "_"):
         raise ValueError(f"--preset {args.preset} is not a {args.model} preset: "
                          f"{', '.join(families.presets(args.model))}")
@@ -75,6 +95,21 @@ def resolve(args) -> tuple:
                                         f"{data['vocab_size']} entries")
     _check_resume(args.model_dir, args.model, model_config, data)
     return model_config, train_config, data
+
+
+def _init_source(args) -> dict | None:
+    """--init_checkpoint's config.json; None without the flag, or when model_dir already holds checkpoints
+    (then it resumes from them and the flag is dropped)."""
+    if not args.init_checkpoint:
+        return None
+    if tf.io.gfile.isdir(args.model_dir) and tf.train.latest_checkpoint(args.model_dir):
+        log.info("%s holds checkpoints: resuming from them, ignoring --init_checkpoint %s", args.model_dir,
+                 args.init_checkpoint)
+        args.init_checkpoint = None
+        return None
+    if not tf.train.latest_checkpoint(args.init_checkpoint):
+        raise FileNotFoundError(f"--init_checkpoint {args.init_checkpoint}: no checkpoint in it")
+    return families.read_config(args.init_checkpoint)
 
 
 def _check_resume(model_dir: str, kind: str, model_config, data: dict) -> None:
@@ -122,6 +157,14 @@ def main(argv=None) -> int:
     task = families.make_task(args.model, model_config, data)
     trainer = Trainer(task, train_config, strategy, args.model_dir)
     start = trainer.restore()
+    if args.init_checkpoint:
+        try:
+            fresh = families.init_from(trainer.model, args.init_checkpoint)
+        except families.CheckpointMismatchError as e:
+            print(f"error: --init_checkpoint: {e}", file=sys.stderr)
+            return 2
+        log.info("initialised from %s (weights only, fresh optimizer, step 0)%s", args.init_checkpoint,
+                 f"; fresh weights the source lacks: {', '.join(fresh)}" if fresh else "")
     if trainer.chief:
         families.write_config(args.model_dir, args.model, args.preset, model_config, train_config, data)
         _copy_vocab(args.train_data, args.model_dir)

@@ -101,6 +101,8 @@ def _small_inputs(tmp_path) -> tuple[str, str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data("corpus/pretrain.txt.gz", "eval/wordnet_senses.jsonl.gz",
+                         "eval/wordnet_wic_pairs.tsv.gz")
 def test_demo_end_to_end_then_a_rerun_reuses_every_step(tmp_path):
     corpus, senses, pairs = _small_inputs(tmp_path)
     out = tmp_path / "demo"

@@ -3,19 +3,16 @@ context-free baselines on held-out text (`heldout.txt.gz`). Runs the real comman
 `benchmarks.model_quality` (vocabulary job, data job, models.training.train, models.training.evaluate) and prints the figures."""
 
 import json
-import os
 
 import pytest
 
 from benchmarks import model_quality
-from tests.conftest import HELDOUT, PRETRAIN
+
+pytestmark = pytest.mark.shared_data("corpus/pretrain.txt.gz", "corpus/heldout.txt.gz")
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    for path in (PRETRAIN, HELDOUT):
-        if not os.path.exists(path):
-            pytest.fail(f"shared data missing: {path} (set SHARED_DATA)")
     out = model_quality.run(str(tmp_path_factory.mktemp("quality")), ["bert", "gpt", "bilm"])
     model_quality.report(out)
     print(json.dumps(out))

@@ -5,6 +5,8 @@ the benchmark compares the same work."""
 import gzip
 import itertools
 
+import pytest
+
 from benchmarks.reference_create_pretraining_data import OriginalTokenizer, load_vocab
 from tests.conftest import PRETRAIN
 
@@ -12,6 +14,7 @@ TRICKY = ["Café au lait, s'il vous plaît!", "Don't stop\tthe 中文 text\x00 h
           "ﬁnancial naïve résumé…", "unaffable xqzvw 3.14 $5", "  ", "ALL CAPS AND Mixed-case"]
 
 
+@pytest.mark.shared_data("corpus/pretrain.txt.gz")
 def test_original_tokenizer_gives_the_project_tokenizers_pieces(bert_vocab_path, bert_tokenizer):
     vocab = load_vocab(bert_vocab_path)
     ours = OriginalTokenizer(vocab)

@@ -10,7 +10,7 @@ from pipeline import pretraining_data
 from preprocessing import readers
 from tests.conftest import PRETRAIN
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("corpus/pretrain.txt.gz")]
 MASK, CLS, SEP = 103, 101, 102
 
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests.conftest import HELDOUT, PRETRAIN, read_corpus_lines
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("corpus/pretrain.txt.gz", "corpus/heldout.txt.gz")]
 
 
 def _batches(lines, size=8192):

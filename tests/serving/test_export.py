@@ -314,6 +314,7 @@ def test_the_bert_preprocessor_packs_like_tf_hubs(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data("corpus/heldout.txt.gz")
 def test_served_tokenization_equals_the_beam_jobs_on_real_text(tmp_path, bert_vocab_path):
     """A GPT export over the real BERT vocabulary tokenizes a real document exactly as the Beam job did
     when it made the training windows."""
