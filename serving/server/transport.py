@@ -5,7 +5,8 @@ framing that answers every malformed request with a JSON 400 (never a 500, a han
   a queue of at most `4 * num_threads` connections; past that a connection gets 503 at once.
 - A worker reads one request at a time; the socket read timeout (`read_timeout_s`) bounds a slow or stuck
   client (request line, headers, body). Between keep-alive requests it waits at most `read_timeout_s`, and
-  closes an idle connection at once when other connections are queued, so idle clients never starve others.
+  closes a connection idle for `IDLE_GRACE_S` (1 s) when other connections are queued, so idle clients never
+  starve others (a client sending its next request at once keeps its connection).
 - Framing: Content-Length must be one decimal number; a body shorter than it (the client closed, or sent
   nothing more within the timeout) is "truncated"; chunked bodies are checked the same way; any other
   Transfer-Encoding is refused; bodies over `max_request_bytes` get 413. Each such answer closes the
@@ -27,6 +28,7 @@ import urllib.parse
 
 log = logging.getLogger(__name__)
 IDLE_SLICE_S = 0.05  # how often an idle keep-alive connection looks for queued connections
+IDLE_GRACE_S = 1.0  # idle this long while others wait, a keep-alive connection gives its worker up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +84,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             readable, _, _ = select.select([self.connection], [], [], IDLE_SLICE_S)
             if readable:
                 return True
-            if self.server.waiting() or self.server.closing:  # others are queued, or the server stops
-                return False
             waited += IDLE_SLICE_S
+            if self.server.closing or (waited >= IDLE_GRACE_S and self.server.waiting()):
+                return False  # the server stops, or others are queued: this idle connection steps aside
         return False
 
     def _serve(self) -> None:
