@@ -13,17 +13,21 @@ Python API:
     RestClient("http://127.0.0.1:8501").predict("bert", instances=["a sentence"])  # {"predictions": [...]}
     GrpcClient("127.0.0.1:8500").predict("bert", instances=["a sentence"])          # the same
 Errors from the server raise `ServerError` (`status`: the HTTP code, or the gRPC status code name; `message`:
-the server's error text). The REST client uses only the standard library; the gRPC one needs grpcio and
-tensorflow-serving-api (and so TensorFlow), imported when it is first used.
+the server's error text). The REST client needs numpy and the standard library (numpy arrays and `bytes` in a
+request are encoded as the server encodes tensors: `serving.server.json_values`); the gRPC one needs grpcio and
+tensorflow-serving-api (and so TensorFlow), imported when it is first used, and converts JSON values to tensors
+and tensors to JSON values with the server's own codec (`serving.server.json_tensor`), so both transports give
+the same answer, or the same INVALID_ARGUMENT message, for the same request.
 """
 
 import argparse
-import base64
 import json
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from serving.server import json_values
 
 
 class ServerError(Exception):
@@ -57,7 +61,7 @@ class RestClient:
         self.url, self.timeout = url.rstrip("/"), timeout
 
     def _request(self, path: str, body: dict | None = None) -> dict:
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        data = None if body is None else json_values.dumps(body)
         request = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -106,31 +110,6 @@ class RestClient:
              label: str | None = None) -> dict:
         """Posts a request body as written (the CLI's --json)."""
         return self._request(f"{_model_path(model, version, label)}:{method}", body)
-
-
-def _json_values(array, as_b64: bool):
-    """A numpy array -> lists as TF Serving's REST API writes them (b64 for `*_bytes` strings)."""
-    import numpy as np
-    if array.dtype == object or array.dtype.kind == "S":
-        flat = [{"b64": base64.b64encode(v).decode("ascii")} if as_b64 else v.decode("utf-8", "replace")
-                for v in array.ravel()]
-        return np.array(flat, dtype=object).reshape(array.shape).tolist()
-    if array.dtype == np.float32:  # shortest text that reads back as the same float32, as the REST API
-        return np.array([float(str(v)) for v in array.ravel()]).reshape(array.shape).tolist()
-    return array.tolist()
-
-
-def _feature(value):
-    """A JSON feature value (or list) -> a tf.train.Feature, with the REST API's rules."""
-    import tensorflow as tf
-    values = value if isinstance(value, list) else [value]
-    decoded = [base64.b64decode(v["b64"]) if isinstance(v, dict) else v.encode() if isinstance(v, str) else v
-               for v in values]
-    if all(isinstance(v, bytes) for v in decoded):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=decoded))
-    if all(isinstance(v, (int, bool)) for v in decoded):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in decoded]))
-    return tf.train.Feature(float_list=tf.train.FloatList(value=decoded))
 
 
 class GrpcClient:
@@ -213,40 +192,39 @@ class GrpcClient:
     def predict(self, model: str, instances: list | None = None, inputs=None, signature_name: str | None = None,
                 version: int | None = None, label: str | None = None) -> dict:
         """As RestClient.predict: {"predictions": ...} for `instances`, {"outputs": ...} for `inputs`."""
-        import numpy as np
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
         if (instances is None) == (inputs is None):
             raise ValueError("give instances or inputs")
+        from serving.server import json_tensor
+        from serving.server.servable import ServingError
         dtypes = self._input_dtypes(model, version, label, signature_name)
-        if instances is not None:
-            named = isinstance(instances[0], dict) and set(instances[0]) != {"b64"}
-            columns = {k: [i[k] for i in instances] for k in instances[0]} if named else \
-                {next(iter(dtypes)): instances}
-        else:
-            columns = inputs if isinstance(inputs, dict) and set(inputs) != {"b64"} else {next(iter(dtypes)): inputs}
+        body = {"instances": instances} if instances is not None else {"inputs": inputs}
+        try:  # the REST server's own conversion: same dtype checks, same messages
+            arrays, _ = json_tensor.predict_inputs(json.loads(json_values.dumps(body)), dtypes)
+        except ServingError as e:
+            raise ServerError(e.code, e.message) from None
         request = predict_pb2.PredictRequest()
         self._spec(request.model_spec, model, version, label, signature_name)
-        for name, value in columns.items():
-            dtype = dtypes.get(name, tf.string)
-            value = _decode_b64(value) if dtype == tf.string else value
-            request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(value, dtype=dtype.as_numpy_dtype)
-                                                               if dtype != tf.string else value, dtype=dtype))
+        for name, array in arrays.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(array, dtype=dtypes[name]))
         response = self._call(self._predictions.Predict, request)
-        outputs = {name: tf.make_ndarray(proto) for name, proto in sorted(response.outputs.items())}
-        values = {name: _json_values(array, name.endswith("_bytes")) for name, array in outputs.items()}
-        if instances is None:
-            return {"outputs": values if len(values) > 1 else next(iter(values.values()))}
-        if len(values) == 1:
-            return {"predictions": next(iter(values.values()))}
-        batch = len(next(iter(values.values())))
-        return {"predictions": [{name: values[name][i] for name in values} for i in range(batch)]}
+        outputs = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+        try:  # the REST server's own response encoding
+            return json.loads(json_tensor.predict_response(outputs, row=instances is not None))
+        except ServingError as e:
+            raise ServerError(e.code, e.message) from None
 
     def _input(self, examples, context):
-        import tensorflow as tf
         from tensorflow_serving.apis import input_pb2
-        to_example = lambda e: tf.train.Example(features=tf.train.Features(  # noqa: E731
-            feature={k: _feature(v) for k, v in e.items()}))
+        from serving.server import json_tensor
+        from serving.server.servable import ServingError
+
+        def to_example(value):  # the REST server's tf.Example rules and messages
+            try:
+                return json_tensor.example(json.loads(json_values.dumps(value)))
+            except ServingError as e:
+                raise ServerError(e.code, e.message) from None
         if context is None:
             return input_pb2.Input(example_list=input_pb2.ExampleList(examples=[to_example(e) for e in examples]))
         return input_pb2.Input(example_list_with_context=input_pb2.ExampleListWithContext(
@@ -258,7 +236,7 @@ class GrpcClient:
         request = classification_pb2.ClassificationRequest(input=self._input(examples, context))
         self._spec(request.model_spec, model, version, label, signature_name)
         result = self._call(self._predictions.Classify, request).result
-        return {"results": [[[c.label, float(str(_f32(c.score)))] for c in row.classes]
+        return {"results": [[[c.label, json_values.float32_value(c.score)] for c in row.classes]
                             for row in result.classifications]}
 
     def regress(self, model: str, examples: list[dict], context: dict | None = None,
@@ -267,7 +245,7 @@ class GrpcClient:
         request = regression_pb2.RegressionRequest(input=self._input(examples, context))
         self._spec(request.model_spec, model, version, label, signature_name)
         result = self._call(self._predictions.Regress, request).result
-        return {"results": [float(str(_f32(r.value))) for r in result.regressions]}
+        return {"results": [json_values.float32_value(r.value) for r in result.regressions]}
 
     def send(self, model: str, body: dict, method: str = "predict", version: int | None = None,
              label: str | None = None) -> dict:
@@ -277,20 +255,6 @@ class GrpcClient:
             return self.predict(model, body.get("instances"), body.get("inputs"), signature_name, version, label)
         run = self.classify if method == "classify" else self.regress
         return run(model, body["examples"], body.get("context"), signature_name, version, label)
-
-
-def _f32(value: float):
-    import numpy as np
-    return np.float32(value)
-
-
-def _decode_b64(value):
-    """Nested lists with {"b64": ...} leaves -> the same with bytes leaves."""
-    if isinstance(value, list):
-        return [_decode_b64(v) for v in value]
-    if isinstance(value, dict):
-        return base64.b64decode(value["b64"])
-    return value.encode("utf-8") if isinstance(value, str) else value
 
 
 def parse_args(argv=None) -> argparse.Namespace:

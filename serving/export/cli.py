@@ -1,28 +1,33 @@
 """Export a trained model_dir as TF-Hub modules and a TF Serving version folder.
 
     python -m serving.export --model_dir DIR --export_dir DIR [--version N] [--warmup_text FILE]
-        [--model_name NAME]
+        [--model_name NAME] [--overwrite]
 
 Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint, and writes
   - `<export_dir>/hub/encoder/` + `hub/preprocessor/` (BERT) or `hub/module/` (GPT, biLM): TF2 reusable
     SavedModels with `assets/vocab.txt` (and the biLM's `options.json`) and a tfhub.dev model card
-    (`README.md`); replaced by each export;
+    (`README.md`); an existing `hub/` is replaced only with `--overwrite`;
   - `<export_dir>/serving/<model_name>/<version>/`: the text-in SavedModel for TF Serving with
     `assets.extra/tf_serving_warmup_requests` (from `--warmup_text`'s first lines, or built-in sentences);
     the version defaults to one more than the highest present, and an existing version is never replaced;
   - `<export_dir>/serving/models.config`: TF Serving's `model_config_list` for every model under serving/
     (absolute paths), and `models.container.config`, the same for the `tensorflow/serving` container with
     serving/ mounted at /models.
+  - `<export_dir>/export.json`: which family the folder holds (`{"family": "bert", "hub": [...], "models": [...]}`).
+One export folder holds one family: exporting a model of another family into it is refused (naming the family
+there, from export.json or, for older exports, from hub/'s modules). Flags are checked before the model loads
+(folders exist and are writable, names are plain, versions >= 1).
 Every SavedModel is written to a temporary folder, checked (only ops that stock TF Serving links; the
 serving model's warm-up requests replayed), then renamed into place, so a failed export leaves nothing
-that looks finished. Exit status 2 for bad input (no checkpoint, vocabulary mismatch, existing version),
-3 for a model that cannot be served (unsupported ops, a failing warm-up request).
+that looks finished. Exit status 2 for bad input (no checkpoint, vocabulary mismatch, existing version, an
+existing hub/ without --overwrite, another family's folder, a bad flag), 3 for a model that cannot be served (unsupported ops, a failing warm-up request).
 """
 
 import argparse
-import shutil
 import json
 import os
+import re
+import shutil
 import sys
 
 SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
@@ -34,6 +39,8 @@ MODEL_CONFIG_FILE = "models.config"
 # The same list for the tensorflow/serving container, with serving/ mounted at /models.
 CONTAINER_CONFIG_FILE = "models.container.config"
 CONTAINER_ROOT = "/models"
+MANIFEST_FILE = "export.json"
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a plain folder name: no "/", no ".."
 
 
 class ExportError(RuntimeError):
@@ -44,14 +51,81 @@ class ExportError(RuntimeError):
         self.code = code
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit status 2
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m serving.export", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="python -m serving.export", description=__doc__.split("\n")[0])
     parser.add_argument("--model_dir", required=True, help="a model_dir written by models.training.train")
     parser.add_argument("--export_dir", required=True)
     parser.add_argument("--version", type=int, default=None, help="TF Serving version (default: next free)")
     parser.add_argument("--warmup_text", default=None, help="text file: its first lines become warm-up requests")
     parser.add_argument("--model_name", default=None, help="TF Serving model name (default: bert, gpt or bilm)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the hub/ modules of an earlier export")
     return parser.parse_args(argv)
+
+
+def _writable_folder(path: str, flag: str) -> None:
+    """`path` is a writable folder, or can be made in one."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ExportError(f"{flag} {path} is a file, not a folder")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ExportError(f"{flag} {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExportError(f"{flag} {path}: {existing} is not writable")
+
+
+def existing_family(export_dir: str) -> str | None:
+    """The family an export folder holds: export.json's, else guessed from hub/'s modules; None if empty."""
+    manifest = os.path.join(export_dir, MANIFEST_FILE)
+    if os.path.isfile(manifest):
+        with open(manifest) as f:
+            return json.load(f).get("family")
+    hub = os.path.join(export_dir, "hub")
+    if os.path.isdir(os.path.join(hub, "encoder")) or os.path.isdir(os.path.join(hub, "preprocessor")):
+        return "bert"
+    if os.path.isdir(os.path.join(hub, "module")):
+        return "bilm" if os.path.isfile(os.path.join(hub, "module", "assets", "options.json")) else "gpt"
+    return None
+
+
+def check_flags(model_dir: str, export_dir: str, kind: str, version: int | None, warmup_text: str | None,
+                model_name: str, overwrite: bool) -> None:
+    """Everything that can be refused before the model loads (ExportError, exit status 2)."""
+    import tensorflow as tf  # model_dir may be remote (gs://); export_dir is local (renames)
+    if not tf.io.gfile.isdir(model_dir):
+        problem = "is a file, not a folder" if tf.io.gfile.exists(model_dir) else "no such folder"
+        raise ExportError(f"--model_dir {model_dir}: {problem}")
+    _writable_folder(export_dir, "--export_dir")
+    if version is not None and version < 1:
+        raise ExportError(f"--version must be >= 1, got {version}")
+    if warmup_text is not None and os.path.exists(warmup_text) and not os.path.isfile(warmup_text):
+        raise ExportError(f"--warmup_text {warmup_text} is a folder, not a text file")
+    if not MODEL_NAME.fullmatch(model_name):
+        raise ExportError(f"--model_name {model_name!r} must be a plain folder name: letters, digits, '.', '_', '-', "
+                          f"starting with a letter or digit, at most 128 characters")
+    there = existing_family(export_dir)
+    if there is not None and there != kind:
+        raise ExportError(f"{export_dir} holds a {there} export; a {kind} export there would mix the two: use "
+                          f"another --export_dir")
+    hub = os.path.join(export_dir, "hub")
+    if os.path.exists(hub) and not overwrite:
+        raise ExportError(f"{hub} holds the TF-Hub modules of an earlier {there or 'unknown'} export: pass "
+                          f"--overwrite to replace them, or use another --export_dir")
+
+
+def write_manifest(export_dir: str, kind: str, hub_names, model_names) -> None:
+    path = os.path.join(export_dir, MANIFEST_FILE)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"family": kind, "hub": sorted(hub_names), "models": sorted(model_names)}, f, indent=2)
+    os.replace(tmp, path)
 
 
 def warmup_texts(path: str | None) -> list[str]:
@@ -127,7 +201,7 @@ def replay_warmup(saved_model_dir: str, model_name: str, version: int) -> None:
 
 
 def export(model_dir: str, export_dir: str, version: int | None = None, warmup_text: str | None = None,
-           model_name: str | None = None, log=print) -> dict:
+           model_name: str | None = None, log=print, overwrite: bool = False) -> dict:
     """Writes the export; returns `{"hub": {name: path}, "serving": path, "model_config": path, "version": N}`."""
     from models import families
     from preprocessing.wordpiece import WordPieceTokenizer
@@ -137,12 +211,17 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     from serving.server import warmup
     from serving.server.model_config import write_model_config_list
 
+    import tensorflow as tf
+    try:
+        kind = families.read_config(model_dir)["model"] if tf.io.gfile.isdir(model_dir) else None
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        raise ExportError(str(e).splitlines()[0] if str(e) else f"{model_dir}: unreadable config.json") from e
+    model_name = model_name or kind or "model"
+    check_flags(model_dir, export_dir, kind, version, warmup_text, model_name, overwrite)
     try:
         _, model, saved = families.load_model(model_dir)
     except (FileNotFoundError, families.CheckpointMismatchError) as e:
         raise ExportError(str(e)) from e
-    kind = saved["model"]
-    model_name = model_name or kind
     serving_root = os.path.join(os.path.abspath(export_dir), "serving")
     version = next_version(os.path.join(serving_root, model_name), version)
     vocab_path, vocab = _vocab(model_dir, saved)
@@ -205,6 +284,7 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
                             [(name, f"{CONTAINER_ROOT}/{name}") for name in names])
     result["model_config"] = config_path
     log(f"model_config_list: {config_path} ({', '.join(names)})")
+    write_manifest(os.path.abspath(export_dir), kind, result["hub"], names)
     return result
 
 
@@ -212,7 +292,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
     try:
-        result = export(args.model_dir, args.export_dir, args.version, args.warmup_text, args.model_name)
+        result = export(args.model_dir, args.export_dir, args.version, args.warmup_text, args.model_name,
+                        overwrite=args.overwrite)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code

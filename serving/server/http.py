@@ -2,7 +2,8 @@
 
     .venv/bin/python -m serving.server --model_config_file FILE | --model_name NAME --model_base_path DIR \\
         [--rest_api_port 8501] [--port 8500] [--rest_api_host 127.0.0.1] [--file_system_poll_wait_seconds 1] \\
-        [--enable_batching] [--max_request_bytes N]
+        [--enable_batching] [--max_request_bytes N] [--rest_api_num_threads 64] [--rest_api_timeout_in_ms 30000] \\
+        [--max_instances_per_request 1024] [--max_new_tokens 256]
 
 REST routes, as TF Serving's http_rest_api_handler (paths are case-insensitive, name and label URL-decoded):
   GET  /v1/models/NAME[/versions/N | /labels/L]             model version status
@@ -14,6 +15,13 @@ Serving: binds to 127.0.0.1 unless `--rest_api_host` says otherwise (TF Serving 
 over `--max_request_bytes` gets 413; `--rest_api_port 0` picks a free port (TF Serving: REST off) and
 `--port 0` turns gRPC off. The start-up line says where it listens.
 
+Bounds on one request's work (REST; see docs/limits.md): at most `--max_instances_per_request` instances
+(row format), leading-dimension rows (columnar) or examples, and a `max_new_tokens` input (GPT's `generate`)
+of at most `--max_new_tokens`; beyond them, 400 with a sentence naming the flag, before any model runs.
+HTTP (`transport.py`): `--rest_api_num_threads` workers, `--rest_api_timeout_in_ms` for a slow client,
+malformed framing answered with a JSON 400. Every flag is checked before a model loads: one line on
+stderr naming the flag and its allowed range, exit status 2.
+
 Python API (tests, benchmarks):
     with ModelServer([ModelEntry("bert", "/abs/export/bert")], ServerOptions(rest_api_port=0)) as server:
         RestClient(server.url).predict("bert", instances=["a sentence"])
@@ -21,7 +29,6 @@ Python API (tests, benchmarks):
 
 import argparse
 import dataclasses
-import http.server
 import logging
 import os
 import re
@@ -38,6 +45,7 @@ from serving.server.grpc_service import make_grpc_server, signature_def_map, sta
 from serving.server.servable import ServingError
 from serving.server.model_config import ModelEntry, read_model_config_list
 from serving.server.manager import ModelManager
+from serving.server.transport import RestHttpServer, TransportLimits
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,12 @@ HTTP_CODES = {"OK": 200, "CANCELLED": 499, "UNKNOWN": 500, "INVALID_ARGUMENT": 4
               "FAILED_PRECONDITION": 400, "ABORTED": 409, "OUT_OF_RANGE": 400, "UNIMPLEMENTED": 501,
               "INTERNAL": 500, "UNAVAILABLE": 503, "DATA_LOSS": 500, "UNAUTHENTICATED": 401}
 MAX_VERSION = 2 ** 63 - 1
+GENERATION_LENGTH_INPUT = "max_new_tokens"  # GPT's `generate` signature (serving/export/gpt.py)
+# name -> (low, high): the ranges of ServerOptions' numbers, checked in __post_init__ and by the CLI.
+RANGES = {"rest_api_port": (0, 65535), "grpc_port": (0, 65535), "file_system_poll_wait_seconds": (0, 86400),
+          "max_request_bytes": (1, 2 ** 31 - 1), "rest_api_num_threads": (1, 1024),
+          "rest_api_timeout_in_ms": (1, 3_600_000), "max_instances_per_request": (1, 1_000_000),
+          "max_new_tokens": (1, 1_000_000)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +76,10 @@ class ServerOptions:
       file_system_poll_wait_seconds: how often base paths are polled for new versions; 0: once at start.
       enable_batching: merge concurrent predict calls of one signature.
       max_request_bytes: larger request bodies are refused (413 over REST, RESOURCE_EXHAUSTED over gRPC).
-      rest_api_num_threads: requests handled at once over REST (one thread per connection).
+      rest_api_num_threads: REST worker threads (connections served at once; more wait in a queue).
+      rest_api_timeout_in_ms: the longest wait for a REST client's next bytes or next keep-alive request.
+      max_instances_per_request: the most instances / columnar rows / examples in one REST request.
+      max_new_tokens: the largest `max_new_tokens` input (GPT generation length) a REST request may ask.
     """
 
     rest_api_host: str = "127.0.0.1"
@@ -72,15 +89,35 @@ class ServerOptions:
     enable_batching: bool = False
     max_request_bytes: int = 64 << 20
     rest_api_num_threads: int = 64
+    rest_api_timeout_in_ms: int = 30_000
+    max_instances_per_request: int = 1024
+    max_new_tokens: int = 256
+
+    def __post_init__(self):
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if value is None and name == "grpc_port":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise ValueError(f"--{name} must be in {low}..{high}, got {value!r}")
+        if not self.rest_api_host:
+            raise ValueError("--rest_api_host must name an interface, got ''")
 
 
 class RestApi:
-    """Routes one REST request to the manager -> (HTTP status, JSON body). Never raises."""
+    """Routes one REST request to the manager -> (HTTP status, JSON body). Never raises.
 
-    def __init__(self, manager: ModelManager):
-        self.manager = manager
+    Args:
+      manager: the loaded models.
+      options: the per-request bounds (`max_instances_per_request`, `max_new_tokens`).
+    """
+
+    def __init__(self, manager: ModelManager, options: "ServerOptions"):
+        self.manager, self.options = manager, options
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if not API_PATH.fullmatch(path):
+            return 404, json_tensor.dumps({"error": f"Not found: {path[:200]} (the API is under /v1/)"})
         try:
             return 200, self._dispatch(method, path, body)
         except ServingError as e:
@@ -121,13 +158,20 @@ class RestApi:
         if signature is None:
             raise ServingError("INVALID_ARGUMENT", f'Serving signature name: "{key}" not found in signature def')
         inputs, row = json_tensor.predict_inputs(doc, {alias: tf.dtypes.as_dtype(info.dtype)
-                                                       for alias, info in signature.inputs.items()})
+                                                       for alias, info in signature.inputs.items()},
+                                                 max_batch=self.options.max_instances_per_request)
+        length = inputs.get(GENERATION_LENGTH_INPUT)
+        if length is not None and length.size and length.dtype.kind in "iu" and \
+                int(length.max()) > self.options.max_new_tokens:
+            raise ServingError("INVALID_ARGUMENT", f"{GENERATION_LENGTH_INPUT} {int(length.max())} exceeds this "
+                                                   f"server's limit of {self.options.max_new_tokens} "
+                                                   f"(--max_new_tokens)")
         return json_tensor.predict_response(servable.predict(key, inputs), row)
 
     def _examples(self, verb, name, version, label, body) -> bytes:
         doc = json_tensor.parse(body)
         signature_name = json_tensor.signature_name(doc)
-        examples = json_tensor.examples(doc, verb)
+        examples = json_tensor.examples(doc, verb, max_batch=self.options.max_instances_per_request)
         servable = self.manager.servable(name, version, label)
         if verb == "classify":
             return json_tensor.classify_response(servable.classify(signature_name, examples))
@@ -139,70 +183,6 @@ class RestApi:
         signatures = json_format.MessageToDict(signature_def_map(servable), preserving_proto_field_name=True,
                                                always_print_fields_with_no_presence=True)
         return json_tensor.dumps({"model_spec": spec, "metadata": {"signature_def": signatures}})
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; every response is JSON with a Content-Length."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "serving.server"
-    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-
-    def _serve(self) -> None:
-        path = urllib.parse.urlsplit(self.path).path
-        body, refused = self._read_body()
-        if refused:
-            status, payload = refused
-            self.close_connection = True
-        elif not API_PATH.fullmatch(path):
-            status, payload = 404, json_tensor.dumps({"error": f"Not found: {path} (the API is under /v1/)"})
-        else:
-            status, payload = self.server.api.handle(self.command, path, body)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-
-    def _read_body(self) -> tuple[bytes, tuple[int, bytes] | None]:
-        limit = self.server.max_request_bytes
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks, total = [], 0
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                total += size
-                if total > limit:
-                    return b"", self._too_large(f"more than {limit}")
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(chunks), None
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > limit:
-            return b"", self._too_large(str(length))
-        return self.rfile.read(length), None
-
-    def _too_large(self, size: str) -> tuple[int, bytes]:
-        limit = self.server.max_request_bytes
-        return 413, json_tensor.dumps({"error": f"Request body of {size} bytes exceeds the limit of {limit} "
-                                                f"bytes (--max_request_bytes)"})
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _serve
-
-    def log_message(self, format, *args):  # noqa: A002  (BaseHTTPRequestHandler's signature)
-        log.debug("%s %s", self.address_string(), format % args)
-
-
-class _HttpServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address, api: RestApi, max_request_bytes: int):
-        self.api, self.max_request_bytes = api, max_request_bytes
-        super().__init__(address, _Handler)
 
 
 class ModelServer:
@@ -222,7 +202,7 @@ class ModelServer:
     def __init__(self, models: list[ModelEntry], options: ServerOptions = ServerOptions()):
         self.options = options
         self.manager = ModelManager(list(models), batching=options.enable_batching)
-        self._http: _HttpServer | None = None
+        self._http: RestHttpServer | None = None
         self._grpc = None
         self.rest_port = self.grpc_port = None
         self._stop = threading.Event()
@@ -233,11 +213,14 @@ class ModelServer:
         return f"http://{self.options.rest_api_host}:{self.rest_port}"
 
     def start(self) -> int:
-        """Loads the models (first poll), binds, starts serving and polling -> the REST port."""
+        """Binds, loads the models (first poll), starts serving and polling -> the REST port."""
         options = self.options
-        self.manager.poll()
-        self._http = _HttpServer((options.rest_api_host, options.rest_api_port), RestApi(self.manager),
+        limits = TransportLimits(options.rest_api_num_threads, options.rest_api_timeout_in_ms / 1000,
                                  options.max_request_bytes)
+        # bound first (a port in use fails before any model loads), served after the first poll
+        self._http = RestHttpServer((options.rest_api_host, options.rest_api_port),
+                                    RestApi(self.manager, options).handle, limits)
+        self.manager.poll()
         self.rest_port = self._http.server_address[1]
         if options.grpc_port is not None:
             self._grpc, self.grpc_port = make_grpc_server(self.manager, options.rest_api_host, options.grpc_port,
@@ -277,8 +260,16 @@ class ModelServer:
         self.stop()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line ("error: argument --port: ..."), exit status 2."""
+
+    def error(self, message):
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m serving.server", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model_config_file", help="a model_config_list text proto (TF Serving's)")
     source.add_argument("--model_base_path", help="one model's base path (with --model_name)")
@@ -288,32 +279,61 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rest_api_host", default="127.0.0.1", help="interface for REST and gRPC")
     parser.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0)
     parser.add_argument("--enable_batching", action="store_true")
-    parser.add_argument("--max_request_bytes", type=int, default=64 << 20)
+    parser.add_argument("--max_request_bytes", type=int, default=ServerOptions.max_request_bytes)
+    parser.add_argument("--rest_api_num_threads", type=int, default=ServerOptions.rest_api_num_threads,
+                        help="REST worker threads")
+    parser.add_argument("--rest_api_timeout_in_ms", type=int, default=ServerOptions.rest_api_timeout_in_ms,
+                        help="longest wait for a slow REST client")
+    parser.add_argument("--max_instances_per_request", type=int, default=ServerOptions.max_instances_per_request)
+    parser.add_argument("--max_new_tokens", type=int, default=ServerOptions.max_new_tokens,
+                        help="largest generation length a request may ask for")
     return parser.parse_args(argv)
 
 
+def _models(args) -> list[ModelEntry]:
+    """The models the flags name; ValueError (one line) for a missing or wrong path."""
+    if args.model_config_file:
+        if not os.path.isfile(args.model_config_file):
+            raise ValueError(f"--model_config_file {args.model_config_file}: "
+                             f"{'is a folder' if os.path.isdir(args.model_config_file) else 'no such file'}")
+        return read_model_config_list(args.model_config_file)
+    if not os.path.isdir(args.model_base_path):
+        raise ValueError(f"--model_base_path {args.model_base_path}: "
+                         f"{'is a file, not a folder' if os.path.exists(args.model_base_path) else 'no such folder'}")
+    if not args.model_name.strip():
+        raise ValueError("--model_name must not be empty")
+    return [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]
+
+
 def main(argv=None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     try:
-        models = read_model_config_list(args.model_config_file) if args.model_config_file else \
-            [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]
+        models = _models(args)
+        options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
+                                grpc_port=args.port or None,
+                                file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+                                enable_batching=args.enable_batching, max_request_bytes=args.max_request_bytes,
+                                rest_api_num_threads=args.rest_api_num_threads,
+                                rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
+                                max_instances_per_request=args.max_instances_per_request,
+                                max_new_tokens=args.max_new_tokens)
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
-                            grpc_port=args.port or None,
-                            file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
-                            enable_batching=args.enable_batching, max_request_bytes=args.max_request_bytes)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = ModelServer(models, options)
+    try:
+        server.start()
+    except OSError as e:
+        print(f"error: cannot listen on {options.rest_api_host}:{options.rest_api_port}: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    server.start()
     grpc_text = f" and gRPC {options.rest_api_host}:{server.grpc_port}" if server.grpc_port else ""
     print(f"Serving {server.manager.available()} on REST {server.url}{grpc_text}", flush=True)
     stop.wait()
     server.stop()
     print("Stopped.", flush=True)
     return 0
-

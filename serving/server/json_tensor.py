@@ -5,10 +5,11 @@ single-input signature or an object of named inputs) or `{"inputs": ...}` (colum
 named inputs). Values are checked against the signature's input dtypes (an int is not a float32 beyond 2^24, a
 float is never an int), every list is checked to be dense, and `{"b64": "..."}` carries binary strings.
 Responses: `{"predictions": [...]}` (row; a list of values for a one-output signature, else a list of objects)
-or `{"outputs": ...}` (columnar). String outputs whose name ends in `_bytes` come back as `{"b64": ...}`, other
-strings as UTF-8 text. float32 outputs are written as the shortest decimal that reads back as the same
-float32 (TF Serving writes 6 significant digits, or 9 when 6 do not round-trip: the same float32 values).
+or `{"outputs": ...}` (columnar). Each value follows `json_values` (the one copy of TF Serving's value rules:
+float32 with 6 significant digits, or 9 when 6 do not read back; NaN / Infinity tokens; `_bytes` as b64).
 Classify / regress: `{"examples": [{feature: value or list}...], "context": {...}}` -> serialized tf.Examples.
+Bounds (this server's, not TF Serving's): JSON nested deeper than `MAX_JSON_DEPTH`, and more batch items
+than the caller's `max_batch`, are refused with INVALID_ARGUMENT before any tensor is built.
 """
 
 import base64
@@ -18,7 +19,10 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from serving.server import json_values
 from serving.server.servable import ServingError, dtype_name
+
+MAX_JSON_DEPTH = 64  # TensorFlow tensors of more dimensions than this are not served here
 
 _INT_RANGES = {tf.int8: (-2 ** 7, 2 ** 7 - 1), tf.uint8: (0, 2 ** 8 - 1), tf.int16: (-2 ** 15, 2 ** 15 - 1),
                tf.int32: (-2 ** 31, 2 ** 31 - 1), tf.int64: (-2 ** 63, 2 ** 63 - 1), tf.uint32: (0, 2 ** 32 - 1),
@@ -30,8 +34,21 @@ def invalid(message: str) -> ServingError:
     return ServingError("INVALID_ARGUMENT", message)
 
 
+MAX_QUOTED = 300  # characters of a request value quoted in an error message
+
+
 def _text(value) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    text = json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= MAX_QUOTED else text[:MAX_QUOTED] + f"... ({len(text)} characters)"
+
+
+def too_many(count: int, what: str, limit: int, flag: str) -> ServingError:
+    return invalid(f"Request has {count} {what}; this server takes at most {limit} per request ({flag})")
+
+
+def _check_batch(count: int, max_batch: int | None, what: str) -> None:
+    if max_batch is not None and count > max_batch:
+        raise too_many(count, what, max_batch, "--max_instances_per_request")
 
 
 def _type_name(value) -> str:
@@ -44,13 +61,30 @@ def parse(body: bytes) -> dict:
     """The request body -> its top-level JSON object."""
     if not body:
         raise invalid("JSON Parse error: The document is empty")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise invalid(f"JSON Parse error: the document is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise invalid(f"JSON Parse error: {e}") from None
     if not isinstance(doc, dict):
-        raise invalid(f"JSON Value: {_text(doc)} Is not object")
+        raise invalid(f"JSON Value: {_text(doc)[:200]} Is not object")
     return doc
+
+
+def _depth(body: bytes, chunk: int = 1 << 20) -> int:
+    """The deepest nesting of [ and { in `body` (brackets inside strings counted too: an upper bound),
+    found without parsing and in 1 MB pieces (a few MB of scratch memory whatever the body's size)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return 0
+    deepest = level = 0
+    for start in range(0, len(body), chunk):
+        piece = np.frombuffer(body, np.uint8, count=min(chunk, len(body) - start), offset=start)
+        step = (piece == ord("[")).astype(np.int32) + (piece == ord("{"))
+        step -= (piece == ord("]")).astype(np.int32) + (piece == ord("}"))
+        running = np.cumsum(step) + level
+        deepest, level = max(deepest, int(running.max())), int(running[-1])
+    return deepest
 
 
 def signature_name(doc: dict) -> str:
@@ -85,7 +119,10 @@ def _scalar(value, dtype: tf.DType):
             return _b64decode(value)
         if not isinstance(value, str):
             raise type_error()
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate escape such as "\\ud800"
+            raise invalid(f"JSON Value: {_text(value)[:200]} is not valid UTF-8 text") from None
     if isinstance(value, dict) or isinstance(value, list) or value is None:
         raise type_error()
     if dtype == tf.bool:
@@ -181,24 +218,28 @@ def _instances(items: list, dtypes: dict[str, tf.DType]) -> dict[str, np.ndarray
     return {name: np.stack(arrays) for name, arrays in columns.items()}
 
 
-def _columnar(value, dtypes: dict[str, tf.DType]) -> dict[str, np.ndarray]:
-    """The columnar format (TF Serving's FillTensorMapFromInputsMap); extra names are ignored, as there."""
+def _columnar(value, dtypes: dict[str, tf.DType], max_batch: int | None) -> dict[str, np.ndarray]:
+    """The columnar format (TF Serving's FillTensorMapFromInputsMap); extra names are ignored, as there.
+    The leading dimension of each input counts as its batch size."""
     if not isinstance(value, dict) or _is_b64(value):
         if len(dtypes) > 1:
             raise invalid("inputs is a plain value/list, but expecting an object as multiple input tensors "
                           "required as per tensorinfo_map")
         name = next(iter(dtypes))
+        _check_batch(len(value) if isinstance(value, list) else 1, max_batch, "inputs (leading dimension)")
         return {name: to_array(value, dtypes[name])}
-    arrays = {}
-    for name, dtype in dtypes.items():
+    for name in dtypes:
         if name not in value:
             raise invalid(f"Missing named input: {name} in 'inputs' object.")
-        arrays[name] = to_array(value[name], dtype)
-    return arrays
+        _check_batch(len(value[name]) if isinstance(value[name], list) else 1, max_batch,
+                     f"rows of input '{name}' (leading dimension)")
+    return {name: to_array(value[name], dtype) for name, dtype in dtypes.items()}
 
 
-def predict_inputs(doc: dict, dtypes: dict[str, tf.DType]) -> tuple[dict[str, np.ndarray], bool]:
-    """A parsed predict request -> (named input arrays, row format?). `dtypes`: the signature's inputs."""
+def predict_inputs(doc: dict, dtypes: dict[str, tf.DType],
+                   max_batch: int | None = None) -> tuple[dict[str, np.ndarray], bool]:
+    """A parsed predict request -> (named input arrays, row format?). `dtypes`: the signature's inputs;
+    `max_batch`: the most instances (or leading-dimension rows of any columnar input) accepted."""
     if not dtypes:
         raise invalid(f"Failed to get input map for signature: {doc.get('signature_name') or 'DEFAULT'}")
     if "instances" in doc and "inputs" in doc:
@@ -209,43 +250,11 @@ def predict_inputs(doc: dict, dtypes: dict[str, tf.DType]) -> tuple[dict[str, np
             raise invalid(f"JSON Value: {_text(doc)} Excepting 'instances' to be an list/array")
         if not doc["instances"]:
             raise invalid(f"JSON Value: {_text(doc)} No values in 'instances' array")
+        _check_batch(len(doc["instances"]), max_batch, "instances")
         return _instances(doc["instances"], dtypes), True
     if "inputs" in doc:
-        return _columnar(doc["inputs"], dtypes), False
+        return _columnar(doc["inputs"], dtypes, max_batch), False
     raise invalid("Missing 'inputs' or 'instances' key")
-
-
-def shortest_float32(values: np.ndarray) -> np.ndarray:
-    """float64 values whose repr is the shortest decimal that reads back as the same float32."""
-    if values.size <= 64:  # numpy's str of a float32 is that decimal; cheaper than the passes below when small
-        return np.array([float(str(v)) for v in values.ravel()], np.float64).reshape(values.shape)
-    exact = values.astype(np.float64)
-    out, todo = exact.copy(), np.isfinite(exact) & (exact != 0)
-    with np.errstate(all="ignore"):
-        exponent = np.floor(np.log10(np.abs(np.where(todo, exact, 1.0))))
-        for digits in range(1, 10):
-            power = digits - 1 - exponent
-            scale = 10.0 ** np.abs(power)
-            rounded = np.where(power >= 0, np.round(exact * scale) / scale, np.round(exact / scale) * scale)
-            hit = todo & (rounded.astype(np.float32) == values)
-            out[hit] = rounded[hit]
-            todo &= ~hit
-    return out
-
-
-def _json_values(array: np.ndarray, as_b64: bool):
-    """A numpy array -> nested Python lists (or a scalar) ready for json.dumps."""
-    if array.dtype == object or array.dtype.kind == "S":
-        flat = [{"b64": base64.b64encode(v).decode("ascii")} if as_b64 else v.decode("utf-8", "replace")
-                for v in array.ravel()]
-        return np.array(flat, dtype=object).reshape(array.shape).tolist()
-    if array.dtype == np.float32:
-        return shortest_float32(array).tolist()
-    return array.tolist()
-
-
-def _is_bytes(name: str, array: np.ndarray) -> bool:
-    return name.endswith("_bytes") and (array.dtype == object or array.dtype.kind == "S")
 
 
 def predict_response(outputs: dict[str, np.ndarray], row: bool) -> bytes:
@@ -256,7 +265,7 @@ def predict_response(outputs: dict[str, np.ndarray], row: bool) -> bytes:
     for name, array in sorted(outputs.items()):
         if row and array.ndim == 0:
             raise invalid(f"Tensor name: {name} has no shape information ")
-        values[name] = _json_values(array, _is_bytes(name, array))
+        values[name] = json_values.tensor_values(array, json_values.is_bytes_tensor(name, array))
     if not row:
         return dumps({"outputs": values if len(values) > 1 else next(iter(values.values()))})
     sizes = {name: len(v) for name, v in values.items()}
@@ -271,11 +280,10 @@ def predict_response(outputs: dict[str, np.ndarray], row: bool) -> bytes:
     return dumps({"predictions": [{name: values[name][i] for name in values} for i in range(batch)]})
 
 
-def dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+dumps = json_values.dumps
 
 
-def _feature(name: str, values) -> tf.train.Feature:
+def feature(name: str, values) -> tf.train.Feature:
     """One JSON feature value or list -> a Feature (TF Serving's AddValueToFeature rules)."""
     kind = None
     items = values if isinstance(values, list) else [values]
@@ -287,10 +295,12 @@ def _feature(name: str, values) -> tf.train.Feature:
             this = "int64"
             if value >= 2 ** 63:
                 raise invalid(f"Feature: {name} has uint64 element. Only int64 is supported.")
+            if value < -2 ** 63:
+                raise invalid(f"Feature: {name} has element {value} below the int64 range.")
         elif isinstance(value, float):
             this = "float"
         elif isinstance(value, str):
-            this, value = "bytes", value.encode("utf-8")
+            this, value = "bytes", _scalar(value, tf.string)
         elif _is_b64(value):
             this, value = "bytes", _b64decode(value)
         else:
@@ -306,16 +316,18 @@ def _feature(name: str, values) -> tf.train.Feature:
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=converted))
 
 
-def _example(value) -> tf.train.Example:
+def example(value) -> tf.train.Example:
+    """One JSON example object -> a tf.train.Example (TF Serving's rules)."""
     if not isinstance(value, dict):
         raise invalid(f"Example must be JSON object but got JSON {_type_name(value)}")
     return tf.train.Example(features=tf.train.Features(
-        feature={name: _feature(name, content) for name, content in value.items()}))
+        feature={name: feature(name, content) for name, content in value.items()}))
 
 
-def examples(doc: dict, method: str) -> list[bytes]:
-    """A parsed classify/regress request -> serialized tf.Examples (each merged over `context`, if any)."""
-    context = _example(doc["context"]).SerializeToString() if "context" in doc else b""
+def examples(doc: dict, method: str, max_batch: int | None = None) -> list[bytes]:
+    """A parsed classify/regress request -> serialized tf.Examples (each merged over `context`, if any);
+    at most `max_batch` examples."""
+    context = example(doc["context"]).SerializeToString() if "context" in doc else b""
     if "examples" not in doc:
         raise invalid(f"JSON Value: {_text(doc)} When method is {method}, key 'examples' is expected and was "
                       f"not found")
@@ -324,13 +336,14 @@ def examples(doc: dict, method: str) -> list[bytes]:
         raise invalid(f"JSON Value: {_text(doc)} Expecting 'examples' value to be an list/array")
     if not listed:
         raise invalid(f"JSON Value: {_text(doc)} 'examples' value is an empty array")
-    return [context + _example(item).SerializeToString() for item in listed]
+    _check_batch(len(listed), max_batch, "examples")
+    return [context + example(item).SerializeToString() for item in listed]
 
 
 def classify_response(results: list[list[tuple[str, float]]]) -> bytes:
-    return dumps({"results": [[[label, float(shortest_float32(np.float32([score]))[0])] for label, score in row]
+    return dumps({"results": [[[label, json_values.float32_value(score)] for label, score in row]
                                for row in results]})
 
 
 def regress_response(values: list[float]) -> bytes:
-    return dumps({"results": shortest_float32(np.array(values, np.float32)).tolist()})
+    return dumps({"results": json_values.float32_values(np.array(values, np.float32)).tolist()})

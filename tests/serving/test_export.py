@@ -235,17 +235,74 @@ def test_versions_count_up_and_are_never_replaced(runs, tmp_path, capsys):
     model_dir, _ = runs["gpt"]
     out = str(tmp_path / "e")
     assert export.main(["--model_dir", model_dir, "--export_dir", out, "--version", "3"]) == 0
-    assert export.main(["--model_dir", model_dir, "--export_dir", out, "--model_name", "story"]) == 0
-    assert export.main(["--model_dir", model_dir, "--export_dir", out]) == 0
+    assert export.main(["--model_dir", model_dir, "--export_dir", out, "--model_name", "story", "--overwrite"]) == 0
+    assert export.main(["--model_dir", model_dir, "--export_dir", out, "--overwrite"]) == 0
     assert sorted(os.listdir(os.path.join(out, "serving", "gpt"))) == ["3", "4"]
     assert [e.name for e in read_model_config_list(os.path.join(out, "serving", "models.config"))] == ["gpt", "story"]
-    assert export.main(["--model_dir", model_dir, "--export_dir", out, "--version", "4"]) == 2
+    assert export.main(["--model_dir", model_dir, "--export_dir", out, "--version", "4", "--overwrite"]) == 2
     assert "immutable" in capsys.readouterr().err
+    assert json.load(open(os.path.join(out, "export.json"))) == {"family": "gpt", "hub": ["module"],
+                                                                 "models": ["gpt", "story"]}
+
+
+def _tree(root) -> dict:
+    """path -> (size, mtime) of every file under root: what a refused export must leave as it was."""
+    return {os.path.join(d, f): (os.stat(os.path.join(d, f)).st_size, os.stat(os.path.join(d, f)).st_mtime_ns)
+            for d, _, files in os.walk(root) for f in files}
+
+
+def test_an_export_never_replaces_what_it_did_not_create(runs, tmp_path, capsys):
+    """An existing hub/ needs --overwrite; another family's folder is refused, naming the family there,
+    also for an older export without export.json; a refused export changes nothing."""
+    gpt_dir, bert_dir = runs["gpt"][0], runs["bert"][0]
+    out = str(tmp_path / "e")
+    assert export.main(["--model_dir", gpt_dir, "--export_dir", out]) == 0
+    before = _tree(out)
+    assert export.main(["--model_dir", gpt_dir, "--export_dir", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {os.path.join(out, 'hub')} holds the TF-Hub modules of an earlier gpt export: pass " \
+                  f"--overwrite to replace them, or use another --export_dir"
+    for manifest in (True, False):
+        if not manifest:
+            os.remove(os.path.join(out, "export.json"))  # as written before export.json existed
+            before = _tree(out)
+        assert export.main(["--model_dir", bert_dir, "--export_dir", out, "--overwrite"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {out} holds a gpt export; a bert export there would mix the two"), err
+        assert _tree(out) == before and sorted(os.listdir(os.path.join(out, "serving", "gpt"))) == ["1"]
+
+
+def test_export_flags_are_checked_before_the_model_loads(runs, tmp_path, capsys):
+    model_dir = runs["gpt"][0]
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x\n")
+    cases = [(["--model_dir", str(a_file), "--export_dir", str(tmp_path / "e")], "--model_dir", "is a file"),
+             (["--model_dir", model_dir, "--export_dir", str(a_file)], "--export_dir", "is a file, not a folder"),
+             (["--model_dir", model_dir, "--export_dir", str(a_file / "sub")], "--export_dir", "is a file"),
+             (["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--version", "0"], "--version", ">= 1"),
+             (["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--model_name", "../up"],
+              "--model_name", "plain folder name"),
+             (["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--warmup_text", str(tmp_path)],
+              "--warmup_text", "is a folder"),
+             (["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--version", "x"], "--version",
+              "invalid int value")]
+    for argv, flag, problem in cases:
+        try:
+            code = export.main(argv)
+        except SystemExit as e:
+            code = e.code
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and flag in err and problem in err and len(err.splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "e").exists() and not (tmp_path / "up").exists()
 
 
 def test_bad_input_is_refused_with_a_clear_message(runs, tmp_path, capsys):
     model_dir, _ = runs["gpt"]
     assert export.main(["--model_dir", str(tmp_path / "nothing"), "--export_dir", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "--model_dir" in err and "no such folder" in err
+    (tmp_path / "empty").mkdir()
+    assert export.main(["--model_dir", str(tmp_path / "empty"), "--export_dir", str(tmp_path / "e")]) == 2
     assert "config.json" in capsys.readouterr().err
     assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"),
                         "--warmup_text", str(tmp_path / "missing.txt")]) == 2

@@ -204,8 +204,9 @@ def test_grpc(server):
             (lambda: client.status("text", version=4), "NOT_FOUND", "Could not find version 4 of model text"),
             (lambda: client.classify("cls", [{"x": 1.0}]), "INVALID_ARGUMENT", "Expected classification signature"),
             (lambda: client.predict("text", inputs={"ids": [[1, 2, 3]]}, signature_name="score"), "INVALID_ARGUMENT",
-             "input size does not match signature: 1!=2 len({ids}) != len({ids,weight}). Sent extra: {}. "
-             "Missing but required: {weight}.")]:
+             "Missing named input: weight in 'inputs' object."),  # the REST codec's message, as over REST
+            (lambda: client.predict("text", instances=[1]), "INVALID_ARGUMENT",
+             "Type: Number is not of expected type: string")]:
         with pytest.raises(ServerError) as error:
             call()
         assert error.value.status == code and message in error.value.message
@@ -215,6 +216,28 @@ def test_grpc(server):
         client._predictions.Predict(raw, timeout=10)
     assert "Expects arg[0] to be string but float is provided" in error.value.details()
     client.close()
+
+
+def test_grpc_and_rest_clients_encode_tensors_alike(server):
+    """The same request over gRPC (tensor protos, encoded by the client) and REST (encoded by the server):
+    float32 edge values, NaN and infinities, int32, strings and `_bytes` (b64) come back identical."""
+    grpc_client, rest = GrpcClient(f"127.0.0.1:{server.grpc_port}"), RestClient(server.url)
+    f32 = np.finfo(np.float32)
+    # (no subnormals: TF's CPU kernels flush them to zero; tests/serving/test_json_codec.py covers them)
+    weights = np.array([1 / 3, 0.1, f32.max, f32.tiny, -0.0, np.nan, np.inf, -np.inf], np.float32)
+    for inputs in ({"ids": [[1, 0, 0]] * len(weights), "weight": weights},  # numpy values, sent by the codec
+                   {"ids": np.ones((70, 3), np.int32), "weight": np.linspace(-1e6, 1e6, 70, dtype=np.float32)}):
+        over_rest = rest.predict("text", inputs=inputs, signature_name="score")
+        over_grpc = grpc_client.predict("text", inputs=inputs, signature_name="score")
+        assert json.dumps(over_rest) == json.dumps(over_grpc)  # NaN too (NaN != NaN as values)
+    first = rest.predict("text", inputs={"ids": [[1, 0, 0]] * 8, "weight": weights}, signature_name="score")
+    assert json.dumps(first["outputs"]) == "[0.333333343, 0.1, 3.40282347e+38, 1.17549435e-38, -0.0, " \
+                                          "NaN, Infinity, -Infinity]"
+    texts = [{"b64": base64.b64encode(b"caf\xc3\xa9 \xff").decode()}, "a b", ""]
+    assert grpc_client.predict("text", instances=texts) == rest.predict("text", instances=texts)
+    assert rest.predict("text", instances=[b"\xff x"])["predictions"][0]["text_bytes"] == {
+        "b64": base64.b64encode(b"\xff x").decode()}  # bytes are sent as b64 and come back as b64
+    grpc_client.close()
 
 
 def test_new_version_is_picked_up_and_old_unloaded(exported, tmp_path):

@@ -1,0 +1,143 @@
+"""The local server under hostile and heavy load on loopback: its answers, errors and peak memory.
+
+    .venv/bin/python -m benchmarks.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
+        [--seconds 120] [--stalled 2]
+
+Starts `python -m serving.server` (127.0.0.1 only, default flags) on the small TF-Text model of
+tests/fixtures/serving.py, then:
+  1. one request of `--big_instances` short sentences (over --max_instances_per_request: a 400 is intended)
+     and one of exactly the cap (1024: a 200), with their sizes;
+  2. `--stalled` connections that send half a request line and stop, held open during step 3;
+  3. `--clients` threads on their own keep-alive connections, `--requests` requests each: every 5th a
+     `--big_instances` request (400 intended), every 7th a malformed body (400 intended), the rest 8
+     sentences (200 expected). The run stops after `--seconds` whatever is left.
+The server's RSS is sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
+other than the intended ones and exceptions (should be 0). Prints one JSON object.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from benchmarks._proc import _status_kb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = "the bank raised its rates a river ran by".split()
+
+
+def sentences(count: int) -> list[str]:
+    return [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(3)) for i in range(count)]
+
+
+def start_server(base: str, log_path: str) -> tuple[subprocess.Popen, int]:
+    command = [sys.executable, "-m", "serving.server", "--model_name", "text", "--model_base_path", base,
+               "--rest_api_port", "0", "--port", "0", "--file_system_poll_wait_seconds", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True, cwd=ROOT)
+    line = process.stdout.readline()
+    if not line.startswith("Serving "):
+        process.kill()
+        raise SystemExit(f"the server did not start; see {log_path}")
+    return process, int(line.split("REST ")[1].split()[0].rsplit(":", 1)[1])
+
+
+def post(connection, body: bytes) -> tuple[int, bytes]:
+    connection.request("POST", "/v1/models/text:predict", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, response.read()
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=20, help="requests per client")
+    parser.add_argument("--big_instances", type=int, default=10000)
+    parser.add_argument("--seconds", type=float, default=120.0, help="stop the load after this long")
+    parser.add_argument("--stalled", type=int, default=2)
+    args = parser.parse_args(argv)
+    folder = tempfile.mkdtemp(prefix="server_limits_")
+    subprocess.run([sys.executable, "-c", "import sys; from tests.fixtures.serving import save_text_model; "
+                    "save_text_model(sys.argv[1])", os.path.join(folder, "text", "1")], check=True, cwd=ROOT,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    process, port = start_server(os.path.join(folder, "text"), os.path.join(folder, "server.log"))
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.wait(0.1):
+            samples.append(_status_kb(process.pid)[0])
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    result = {"rss_start_mb": round(_status_kb(process.pid)[0] / 1024, 1)}
+    big = json.dumps({"signature_name": "length", "instances": sentences(args.big_instances)}).encode()
+    at_cap = json.dumps({"signature_name": "length", "instances": sentences(1024)}).encode()
+    single = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    for name, body in (("big", big), ("at_cap", at_cap)):
+        start = time.perf_counter()
+        status, answer = post(single, body)
+        result[name] = {"request_mb": round(len(body) / 1e6, 3), "status": status,
+                        "response_mb": round(len(answer) / 1e6, 3), "seconds": round(time.perf_counter() - start, 3),
+                        "error": json.loads(answer).get("error", "")[:100] if status != 200 else ""}
+    single.close()
+    stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.stalled)]
+    for sock in stalled:
+        sock.sendall(b"POST /v1/models/text:predi")
+    small = json.dumps({"signature_name": "length", "instances": sentences(8)}).encode()
+    counts, errors, latencies, lock = {"ok": 0, "intended_400": 0}, [], [], threading.Lock()
+    deadline = time.time() + args.seconds
+
+    def client(c: int):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for i in range(args.requests):
+            if time.time() > deadline:
+                break
+            kind = "big" if i % 5 == 4 else "bad" if i % 7 == 6 else "small"
+            body = {"big": big, "bad": b'{"instances": [1, {"x": 2}]', "small": small}[kind]
+            start = time.perf_counter()
+            try:
+                status, answer = post(connection, body)
+            except Exception as e:  # noqa: BLE001  (counted)
+                with lock:
+                    errors.append(f"{type(e).__name__}: {e}")
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                continue
+            with lock:
+                latencies.append(time.perf_counter() - start)
+                if status == 200 and kind == "small":
+                    counts["ok"] += 1
+                elif status == 400 and kind != "small":
+                    counts["intended_400"] += 1
+                else:
+                    errors.append(f"{kind}: {status} {answer[:100]!r}")
+        connection.close()
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    result.update(clients=args.clients, requests=sum(counts.values()) + len(errors), **counts,
+                  errors=len(errors), first_errors=errors[:3], wall_s=round(wall, 2),
+                  p50_ms=round(1000 * sorted(latencies)[len(latencies) // 2], 1) if latencies else None,
+                  rss_peak_sampled_mb=round(max(samples, default=0) / 1024, 1),
+                  rss_hwm_mb=round(_status_kb(process.pid)[1] / 1024, 1),
+                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled)
+    for sock in stalled:
+        sock.close()
+    process.terminate()
+    process.wait(timeout=60)
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The local server's bounds (issue 18): the work of one request (instances, generation length), HTTP
+framing answered with a JSON 400, a fixed worker pool with read/idle timeouts, flags checked before any
+model loads; and the good behaviour already there (model names cannot reach outside the base paths, the
+server binds to 127.0.0.1)."""
+
+import json
+import socket
+import threading
+import urllib.request
+
+import pytest
+
+from serving.client import RestClient, ServerError
+from serving.server import http as server_http
+from serving.server.http import ModelServer, ServerOptions
+from serving.server.model_config import ModelEntry, write_model_config_list
+from tests.fixtures.serving import save_classifier, save_text_model
+
+LIMITS = dict(max_instances_per_request=4, max_new_tokens=8, rest_api_num_threads=2, rest_api_timeout_in_ms=500,
+              max_request_bytes=4096)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    save_text_model(str(root / "text" / "1"))
+    save_classifier(str(root / "cls" / "1"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(base):
+    models = [ModelEntry("text", str(base / "text")), ModelEntry("cls", str(base / "cls"))]
+    with ModelServer(models, ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, **LIMITS)) as running:
+        yield running
+
+
+def raw(server, data: bytes, shut_write: bool = True) -> tuple[int, dict]:
+    """Sends raw bytes on a new connection -> (status, JSON body) of the answer."""
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=20) as sock:
+        sock.sendall(data)
+        if shut_write:
+            sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert b"application/json" in head, reply[:300]
+    return int(head.split()[1]), json.loads(body)
+
+
+def post(path: str, body: bytes, headers: str = "") -> bytes:
+    headers = headers or f"Content-Length: {len(body)}\r\n"
+    return f"POST {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + body
+
+
+def test_one_request_cannot_ask_for_unbounded_work(server):
+    client = RestClient(server.url)
+    assert len(client.predict("text", instances=["a"] * 4, signature_name="length")["predictions"]) == 4
+    cases = [
+        (lambda: client.predict("text", instances=["a"] * 5, signature_name="length"),
+         "Request has 5 instances; this server takes at most 4 per request (--max_instances_per_request)"),
+        (lambda: client.predict("text", inputs=["a"] * 5, signature_name="length"), "Request has 5 inputs"),
+        (lambda: client.predict("text", inputs={"ids": [[1, 2, 3]] * 6, "weight": [1.0] * 6},
+                                signature_name="score"), "Request has 6 rows of input '"),
+        (lambda: client.classify("cls", [{"x": 0.5}] * 5, signature_name="classify_x"), "Request has 5 examples"),
+        (lambda: client.predict("text", inputs={"prompt": ["a"], "max_new_tokens": 9}, signature_name="generate"),
+         "max_new_tokens 9 exceeds this server's limit of 8 (--max_new_tokens)")]
+    for call, message in cases:
+        with pytest.raises(ServerError) as error:
+            call()
+        assert error.value.status == 400 and message in error.value.message
+    assert client.predict("text", inputs={"prompt": ["a"], "max_new_tokens": 8}, signature_name="generate") == {
+        "outputs": ["a" + " x" * 8]}
+
+
+FRAMING = [
+    (post("/v1/models/text:predict", b'{"instances":["a"]}', "Content-Length: abc\r\n"), 400, "Bad Content-Length"),
+    (post("/v1/models/text:predict", b'{"instances":["a"]}', "Content-Length: -5\r\n"), 400, "Bad Content-Length"),
+    (post("/v1/models/text:predict", b"{}", "Content-Length: 2\r\nContent-Length: 3\r\n"), 400, "Bad Content-Length"),
+    (post("/v1/models/text:predict", b'{"instances"', "Content-Length: 100\r\n"), 400,
+     "Request body truncated: got 12 of the 100 bytes"),
+    (post("/v1/models/text:predict", b"zz\r\n{}\r\n0\r\n\r\n", "Transfer-Encoding: chunked\r\n"), 400,
+     "Bad chunk size line"),
+    (post("/v1/models/text:predict", b"10\r\n{}", "Transfer-Encoding: chunked\r\n"), 400, "Request body truncated"),
+    (post("/v1/models/text:predict", b"{}", "Transfer-Encoding: gzip\r\n"), 400, "Transfer-Encoding 'gzip'"),
+    (post("/v1/models/text:predict", b"", "Content-Length: 5000\r\n"), 413, "exceeds the limit of 4096 bytes"),
+    (b"GARBAGE\r\n\r\n", 400, "Bad request"),
+    (post("/v1/models/text:predict", b"[" * 65 + b"]" * 65), 400, "nested more than 64 levels"),
+    (post("/v1/models/text:predict", b"[" * 2000), 400, "nested more than 64 levels"),
+    (post("/v1/models/text:predict", b'"text"'), 400, "Is not object"),
+    (post("/v1/models/text:predict", b'{"instances":["\\ud800"]}'), 400, "is not valid UTF-8 text"),
+    (post("/v1/models/text:predict", b'{"instances":[{"text":{"a":1}}]}'), 400, "not formatted correctly for base64 data"),
+    (post("/v1/models/text:predict", b'{"signature_name":"score","instances":[{"ids":[1,2,3],"weight":"1"}]}'),
+     400, "Type: String is not of expected type: float"),
+    (post("/v1/models/cls:classify", b'{"examples":[{"x":-9223372036854775809}]}'), 400, "below the int64 range"),
+    (post("/v1/models/cls:classify", b'{"examples":[{"x":[[1]]}]}'), 400, "unexpected JSON type: Array"),
+]
+
+
+@pytest.mark.parametrize("request_bytes, status, message", FRAMING)
+def test_malformed_requests_get_a_json_400_never_a_500(server, request_bytes, status, message):
+    got, body = raw(server, request_bytes)
+    assert got == status and message in body["error"], body
+    assert "\n" not in body["error"]
+
+
+def test_a_stalled_body_is_answered_after_the_read_timeout(server):
+    """The client sends half its body and keeps the connection open: 400 after --rest_api_timeout_in_ms."""
+    status, body = raw(server, post("/v1/models/text:predict", b'{"inst', "Content-Length: 100\r\n"),
+                       shut_write=False)
+    assert status == 400 and "nothing more arrived within 0.5 s" in body["error"]
+    assert RestClient(server.url).predict("text", instances=["a"], signature_name="length") == {"predictions": [1]}
+
+
+def test_stuck_and_idle_clients_do_not_block_others(base):
+    """Two workers, a long read timeout: a client stuck in its headers holds one worker, an idle keep-alive
+    connection gives the other up as soon as a new connection waits, so requests still get answers."""
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=2,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        stuck = socket.create_connection(("127.0.0.1", running.rest_port))
+        stuck.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        idle = socket.create_connection(("127.0.0.1", running.rest_port))
+        idle.sendall(post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a b"]}'))
+        assert b"[2]" in idle.recv(65536)  # answered; the connection stays open (keep-alive)
+        results = []
+
+        def ask():
+            results.append(RestClient(running.url, timeout=60).predict("text", instances=["a b c"],
+                                                                       signature_name="length"))
+        askers = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in askers:
+            thread.start()
+        for thread in askers:
+            thread.join(90)
+        assert results == [{"predictions": [3]}] * 4
+        assert idle.recv(10) == b""  # the idle connection was closed for them
+        stuck.close()
+        idle.close()
+
+
+def test_a_full_queue_is_answered_503_at_once(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=1,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        held = [socket.create_connection(("127.0.0.1", running.rest_port)) for _ in range(5)]  # 1 worker + 4
+        with socket.create_connection(("127.0.0.1", running.rest_port), timeout=20) as late:
+            reply = b""
+            while chunk := late.recv(65536):  # answered before it sends anything
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503") and "Server busy" in json.loads(body)["error"]
+        for sock in held:
+            sock.close()
+
+
+def test_model_names_cannot_reach_outside_the_base_paths(server):
+    for path in ("/v1/models/..%2F..%2Fetc", "/v1/models/%2E%2E", "/v1/models/text%2F..%2Fcls"):
+        request = urllib.request.Request(server.url + path)
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=20)
+        assert error.value.code == 404 and "Could not find any versions of model" in json.loads(
+            error.value.read())["error"]
+    status, body = raw(server, post("/v1/models/..%2Ftext:predict", b'{"instances":["a"]}'))
+    assert status == 404 and body == {"error": "Servable not found for request: Latest(../text)"}
+    assert server._http.server_address[0] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("rest_api_port", 70000, "--rest_api_port must be in 0..65535, got 70000"),
+    ("grpc_port", -1, "--grpc_port must be in 0..65535"),
+    ("rest_api_num_threads", 0, "--rest_api_num_threads must be in 1..1024, got 0"),
+    ("rest_api_timeout_in_ms", 0, "--rest_api_timeout_in_ms must be in 1..3600000"),
+    ("max_request_bytes", 0, "--max_request_bytes must be in 1..2147483647"),
+    ("max_instances_per_request", 0, "--max_instances_per_request must be in 1..1000000"),
+    ("max_new_tokens", -3, "--max_new_tokens must be in 1..1000000"),
+    ("file_system_poll_wait_seconds", -1.0, "--file_system_poll_wait_seconds must be in 0..86400"),
+])
+def test_options_out_of_range_are_refused(field, value, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        ServerOptions(**{field: value})
+
+
+def test_the_cli_checks_every_flag_before_any_model_loads(base, tmp_path, capsys):
+    config = str(tmp_path / "models.config")
+    write_model_config_list(config, [("text", str(base / "text"))])
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    cases = [
+        (["--model_base_path", str(tmp_path / "none")], "--model_base_path", "no such folder"),
+        (["--model_base_path", config], "--model_base_path", "is a file, not a folder"),
+        (["--model_config_file", str(tmp_path)], "--model_config_file", "is a folder"),
+        (["--model_config_file", config, "--rest_api_port", "99999"], "--rest_api_port", "0..65535"),
+        (["--model_config_file", config, "--rest_api_num_threads", "0"], "--rest_api_num_threads", "1..1024"),
+        (["--model_config_file", config, "--max_new_tokens", "x"], "--max_new_tokens", "invalid int value"),
+        (["--model_config_file", config, "--rest_api_port", str(busy.getsockname()[1]), "--port", "0"],
+         "cannot listen on 127.0.0.1", "in use"),
+    ]
+    for argv, flag, problem in cases:
+        try:
+            code = server_http.main(argv)
+        except SystemExit as e:  # argparse's own errors
+            code = e.code
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and flag in err and problem in err and len(err.splitlines()) == 1, (argv, err)
+    busy.close()
