@@ -168,7 +168,9 @@ def portable_services():
     """Beam's Python job service and an EXTERNAL worker pool (what Dataflow Runner v2 and the Flink / Spark
     job servers talk to), each bounded by `timeout -k` and always stopped."""
     job_port, pool_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    # The pool starts each SDK worker as a bare `python -c ...`: this interpreter must come first on PATH.
+    env = {**os.environ, "PYTHONPATH": ROOT,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     commands = [[sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
                  "--port", str(job_port)],
                 [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
