@@ -5,58 +5,47 @@ A document never spans files, so each matched file is read by one worker, stream
 `(file index, document index)`, the file index being its position in the sorted list of matched files:
 stable across runners and runs. Malformed UTF-8 is replaced and counted; empty documents are counted and
 skipped; lines over `max_line_bytes` are counted and skipped without being held in memory (they would only
-be truncated away).
+be truncated away). The counts of each file follow its documents as one `Counts` element.
 """
 
-import apache_beam as beam
-from apache_beam.metrics import Metrics
+import collections
 
-from pipeline.corpus_io import MAX_LINE_BYTES, raw_lines
+import apache_beam as beam
+
+from pipeline.beam_options import Counts
+from pipeline.corpus_io import MAX_LINE_BYTES, decoded_lines
 
 NAMESPACE = "pretraining_data"
 
 
 class ReadDocuments(beam.DoFn):
-    """`(file index, path)` -> `((file index, document index), [sentence, ...])`."""
+    """`(file index, path)` -> `((file index, document index), [sentence, ...])` for each document, then the
+    file's `Counts` (documents, empty_documents, sentences, lines, lines_with_invalid_utf8,
+    lines_over_max_bytes)."""
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES):
         self.max_line_bytes = max_line_bytes
-        self.documents = Metrics.counter(NAMESPACE, "documents")
-        self.empty = Metrics.counter(NAMESPACE, "empty_documents")
-        self.sentences = Metrics.counter(NAMESPACE, "sentences")
-        self.invalid = Metrics.counter(NAMESPACE, "lines_with_invalid_utf8")
-        self.too_long = Metrics.counter(NAMESPACE, "lines_over_max_bytes")
 
     def process(self, element):
         file_index, path = element
+        counts = collections.Counter(documents=0, empty_documents=0, sentences=0)
         index, document = 0, []
-        for raw in raw_lines(path, self.max_line_bytes):
-            line = self._decode(raw)
-            if line is None:
-                continue
+        for line in decoded_lines(path, counts, self.max_line_bytes):
             if line.strip():
                 document.append(line)
                 continue
             if document:
-                yield self._emit(file_index, index, document)
+                yield self._emit(file_index, index, document, counts)
                 index += 1
                 document = []
             else:
-                self.empty.inc()
+                counts["empty_documents"] += 1
         if document:
-            yield self._emit(file_index, index, document)
+            yield self._emit(file_index, index, document, counts)
+        yield Counts(counts).report(NAMESPACE)
 
-    def _decode(self, raw: bytes | None):
-        if raw is None:
-            self.too_long.inc()
-            return None
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            self.invalid.inc()
-            return raw.decode("utf-8", errors="replace")
-
-    def _emit(self, file_index, index, document):
-        self.documents.inc()
-        self.sentences.inc(len(document))
+    @staticmethod
+    def _emit(file_index, index, document, counts):
+        counts["documents"] += 1
+        counts["sentences"] += len(document)
         return (file_index, index), document

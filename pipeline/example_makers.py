@@ -6,16 +6,16 @@ documents (after a `GroupByKey`), builds the model's examples with the pure func
 examples never travel through a shuffle (they are 10x the size of the tokenized documents). Every random
 choice is seeded from `(seed, document id, duplicate pass, ...)` through `stable_random`, so the bytes do not
 depend on the runner, the workers or the bundles. DoFns hold only picklable config; TF objects are built in
-`setup`.
+`setup` and never pickled (`SetupDoFn`). Each bucket's counters travel in its shard summary.
 """
 
+import collections
 import dataclasses
 import random
 
-import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 
+from pipeline.beam_options import Counts, SetupDoFn
 from pipeline.documents import NAMESPACE
 from preprocessing import stable_random
 
@@ -44,16 +44,17 @@ def _tokenizer(config: JobConfig):
     return WordPieceTokenizer(Vocabulary(config.vocab_tokens), lower_case=config.lower_case)
 
 
-class TokenizeDocuments(beam.DoFn):
+class TokenizeDocuments(SetupDoFn):
     """A batch of `(doc id, sentences)` -> `(doc id, tokenized document)`; empty sentences dropped.
 
     bert/gpt: a `sentence_pairs.Document` (flat ids + sentence bounds). bilm: a list of `(words,
     whole-word ids)` pairs, one per sentence.
     """
 
+    setup_state = ("_encode", "_tf")
+
     def __init__(self, config: JobConfig):
         self.config = config
-        self.tokens = Metrics.counter(NAMESPACE, "tokens")
 
     def setup(self):
         import tensorflow as tf
@@ -72,7 +73,6 @@ class TokenizeDocuments(beam.DoFn):
         ids = self._encode(self._tf.constant(lines))  # [lines, (pieces)]
         values = ids.flat_values.numpy().astype(np.int32)
         splits = ids.row_splits.numpy()
-        self.tokens.inc(len(values))
         from preprocessing.sentence_pairs import Document
 
         line = 0
@@ -87,7 +87,6 @@ class TokenizeDocuments(beam.DoFn):
     def _bilm(self, batch, lines):
         words, ids = self._encode(self._tf.constant(lines))
         per_line = list(zip(_split(words), _split(ids)))
-        self.tokens.inc(int(ids.flat_values.shape[0]))
         line = 0
         for doc_id, sentences in batch:
             rows = [r for r in per_line[line:line + len(sentences)] if len(r[1])]
@@ -104,23 +103,19 @@ def _split(ragged):
     return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
 
 
-class MakeExamples(beam.DoFn):
-    """`(bucket, [(doc id, document) or None, ...])` -> the bucket's shard file, and `{"file", "examples"}`.
+class MakeExamples(SetupDoFn):
+    """`(bucket, [(doc id, document) or None, ...])` -> the bucket's shard file, and `{"file", "examples",
+    "counters"}` (documents and tokens in the bucket, instances, masked tokens, ...).
 
     Examples are written in chunks of 4096, each chunk in a pseudo-random order drawn from `(seed, bucket,
     chunk)`, so instances of one document are spread apart; the reader's shuffle mixes further.
     """
 
+    setup_state = ("_special", "_info", "_masking", "_features", "_mask", "_schema")
+
     def __init__(self, config: JobConfig, output_dir: str, gzip: bool):
         self.config = config
         self.output_dir, self.gzip = output_dir, gzip
-        self.instances = Metrics.counter(NAMESPACE, "instances")
-        self.masked = Metrics.counter(NAMESPACE, "masked_tokens")
-        self.random_next = Metrics.counter(NAMESPACE, "random_next_instances")
-        self.forced = Metrics.counter(NAMESPACE, "forced_random_next_instances")
-        self.dropped = Metrics.counter(NAMESPACE, "tail_tokens_dropped")
-        self.passes = Metrics.counter(NAMESPACE, "document_passes")
-        self.short_passes = Metrics.counter(NAMESPACE, "short_target_passes")
 
     def setup(self):
         import tensorflow as tf
@@ -145,19 +140,22 @@ class MakeExamples(beam.DoFn):
         bucket, members = element
         members = sorted(m for m in members if m is not None)
         make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
+        counts = collections.Counter({k: 0 for k in _COUNTERS[self.config.model]})
+        counts["documents_with_tokens"] = len(members)
+        counts["tokens"] = sum(_token_count(doc) for _, doc in members)
         with ShardWriter(self.output_dir, self.config.model, bucket, num_shards, self.gzip) as writer:
-            for chunk, serialized in enumerate(make(members) if members else ()):
+            for chunk, serialized in enumerate(make(members, counts) if members else ()):
                 order = random.Random(stable_random.stable_hash(self.config.seed, bucket, chunk))
                 order.shuffle(serialized)
                 writer.write_all(serialized)
-        yield writer.summary()
+        yield {**writer.summary(), "counters": dict(Counts(counts).report(NAMESPACE))}
 
-    def _emit(self, batch: dict) -> list[bytes]:
+    def _emit(self, batch: dict, counts) -> list[bytes]:
         serialized = self._schema.serialize(batch, self._features).numpy().tolist()
-        self.instances.inc(len(serialized))
+        counts["instances"] += len(serialized)
         return serialized
 
-    def _bert(self, members):
+    def _bert(self, members, counts):
         from preprocessing.sentence_pairs import PairConfig, pack, sentence_pairs
 
         c = self.config
@@ -170,51 +168,65 @@ class MakeExamples(beam.DoFn):
                 rng = random.Random(stable_random.stable_hash(c.seed, doc_id, dupe))
                 instances = sentence_pairs(document, others, pair_config, rng)
                 if instances:
-                    self.passes.inc()
-                    self.short_passes.inc(int(instances[0].target_length < c.max_seq_length - 3))
+                    counts["document_passes"] += 1
+                    counts["short_target_passes"] += int(instances[0].target_length < c.max_seq_length - 3)
                 pending += instances
                 pass_seed = stable_random.stable_hash(c.seed, doc_id, dupe, "mask") >> 16  # room for + k
                 seeds += [pass_seed + k for k in range(len(instances))]
                 if len(pending) >= _CHUNK:
-                    yield self._bert_chunk(pending, seeds, pack)
+                    yield self._bert_chunk(pending, seeds, pack, counts)
                     pending, seeds = [], []
         if pending:
-            yield self._bert_chunk(pending, seeds, pack)
+            yield self._bert_chunk(pending, seeds, pack, counts)
 
-    def _bert_chunk(self, instances, seeds, pack):
+    def _bert_chunk(self, instances, seeds, pack, counts):
         batch = pack(instances, self.config.max_seq_length, self._special["[CLS]"], self._special["[SEP]"])
-        self.random_next.inc(int(batch["next_sentence_labels"].sum()))
-        self.forced.inc(sum(i.forced_random for i in instances))
+        counts["random_next_instances"] += int(batch["next_sentence_labels"].sum())
+        counts["forced_random_next_instances"] += sum(i.forced_random for i in instances)
         if self.config.masking == "static":
             masked = self._mask(batch["input_ids"], batch["input_mask"], np.array(seeds, np.int64))
             batch.update({k: v.numpy() for k, v in masked.items()})
-            self.masked.inc(int(batch["masked_lm_weights"].sum()))
-        return self._emit(batch)
+            counts["masked_tokens"] += int(batch["masked_lm_weights"].sum())
+        return self._emit(batch, counts)
 
-    def _gpt(self, members):
+    def _gpt(self, members, counts):
         from preprocessing.lm_windows import gpt_stream, windows
 
         c = self.config
         stream = gpt_stream([doc.ids for _, doc in members], self._special["[SEP]"])
         cut = windows(stream, c.max_seq_length + 1, c.max_seq_length)
-        self.dropped.inc(_tail(len(stream), len(cut), c.max_seq_length + 1, c.max_seq_length))
-        yield from self._windows({"input_ids": cut})
+        counts["tail_tokens_dropped"] += _tail(len(stream), len(cut), c.max_seq_length + 1, c.max_seq_length)
+        yield from self._windows({"input_ids": cut}, counts)
 
-    def _bilm(self, members):
+    def _bilm(self, members, counts):
         from preprocessing.lm_windows import bilm_stream, windows
 
         c = self.config
         words, ids = bilm_stream([s for _, doc in members for s in doc], self._special["[CLS]"],
                                  self._special["[SEP]"])
         cut_ids = windows(ids, c.max_seq_length + 2, c.max_seq_length)
-        self.dropped.inc(_tail(len(ids), len(cut_ids), c.max_seq_length + 2, c.max_seq_length))
+        counts["tail_tokens_dropped"] += _tail(len(ids), len(cut_ids), c.max_seq_length + 2, c.max_seq_length)
         yield from self._windows({"tokens": windows(words, c.max_seq_length + 2, c.max_seq_length),
-                                  "token_ids": cut_ids})
+                                  "token_ids": cut_ids}, counts)
 
-    def _windows(self, batch):
+    def _windows(self, batch, counts):
         n = len(next(iter(batch.values())))
         for start in range(0, n, _CHUNK):
-            yield self._emit({k: v[start:start + _CHUNK] for k, v in batch.items()})
+            yield self._emit({k: v[start:start + _CHUNK] for k, v in batch.items()}, counts)
+
+
+# Counters each model reports (0 included), besides documents_with_tokens and tokens.
+_COUNTERS = {"bert": ("instances", "masked_tokens", "random_next_instances", "forced_random_next_instances",
+                      "document_passes", "short_target_passes"),
+             "gpt": ("instances", "tail_tokens_dropped"),
+             "bilm": ("instances", "tail_tokens_dropped")}
+
+
+def _token_count(document) -> int:
+    """Tokens of a tokenized document: a `sentence_pairs.Document` (bert, gpt) or biLM `(words, ids)` rows."""
+    if isinstance(document, list):
+        return sum(len(ids) for _, ids in document)
+    return len(document.ids)
 
 
 def _tail(stream_length: int, n_windows: int, width: int, stride: int) -> int:

@@ -6,10 +6,12 @@
         [--seed N] [--num_shards N] [--gzip] [--docs_per_bucket 500] [--overwrite] [Beam options]
 
 The flow (each step a named Beam transform):
-  ReadDocuments (one file per worker, streamed) -> Reshuffle (spread documents over workers) ->
+  ReadDocuments (one file per worker, streamed) -> BatchDocuments (a GroupByKey on (file, document index
+  // 256): spreads documents over workers in batches that are the same on every runner) ->
   TokenizeDocuments (batched tf-text) -> AssignBuckets (stable hash of the document id) -> GroupByKey ->
   MakeExamples (per bucket: BERT pairs with random next segments from the bucket's other documents and
-  masking, or GPT / biLM windows; written as the bucket's shard) -> metadata.json.
+  masking, or GPT / biLM windows; written as the bucket's shard) -> metadata.json (with the counters,
+  which travel with the data: the same on every runner, metrics API or not).
 One bucket is one output shard: `--num_shards`, or `ceil(documents / docs_per_bucket)`. No worker holds
 the corpus: the largest unit is a bucket of tokenized documents, and examples are streamed to the shard.
 The output is byte-identical for the same input and seed whatever the runner or worker count.
@@ -26,8 +28,8 @@ import apache_beam as beam
 import tensorflow as tf
 
 from pipeline import corpus_io
-from pipeline.beam_options import pipeline_options
-from pipeline.documents import NAMESPACE, ReadDocuments
+from pipeline.beam_options import Counts, pipeline_options, split_counts, total
+from pipeline.documents import ReadDocuments
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
 from pipeline.shard_writer import previous_run, write_metadata
 from preprocessing import schema, stable_random
@@ -35,6 +37,7 @@ from preprocessing.readers import METADATA
 from preprocessing.vocabulary import Vocabulary, VocabularyError
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
+_BATCH_DOCUMENTS = 256
 
 
 def bucket_count(num_documents: int, num_shards: int, docs_per_bucket: int) -> int:
@@ -42,24 +45,26 @@ def bucket_count(num_documents: int, num_shards: int, docs_per_bucket: int) -> i
 
 
 class TokenizedDocuments(beam.PTransform):
-    """`(file index, path)` pairs -> `(document id, tokenized document)`."""
+    """`(file index, path)` pairs -> (`(document id, tokenized document)`, the reader's `Counts`)."""
 
     def __init__(self, config: JobConfig):
         super().__init__()
         self.config = config
 
     def expand(self, files):
-        return (files
-                | "ReadDocuments" >> beam.ParDo(ReadDocuments())
-                | "Spread" >> beam.Reshuffle()
-                | "BatchDocuments" >> beam.BatchElements(min_batch_size=8, max_batch_size=256)
-                | "TokenizeDocuments" >> beam.ParDo(TokenizeDocuments(self.config)))
+        documents, counts = split_counts(files | "ReadDocuments" >> beam.ParDo(ReadDocuments()), "Read")
+        tokenized = (documents
+                     | "KeyByBatch" >> beam.Map(lambda doc: ((doc[0][0], doc[0][1] // _BATCH_DOCUMENTS), doc))
+                     | "BatchDocuments" >> beam.GroupByKey()
+                     | "InOrder" >> beam.MapTuple(lambda _, docs: sorted(docs))
+                     | "TokenizeDocuments" >> beam.ParDo(TokenizeDocuments(self.config)))
+        return tokenized, counts
 
 
 def build_pipeline(p, args, config: JobConfig, files: list[str]):
-    docs = (p
-            | "Files" >> beam.Create(list(enumerate(files)))
-            | "Documents" >> TokenizedDocuments(config))
+    docs, read_counts = (p
+                         | "Files" >> beam.Create(list(enumerate(files)))
+                         | "Documents" >> TokenizedDocuments(config))
     n_docs = docs | "CountDocuments" >> beam.combiners.Count.Globally()
     buckets = n_docs | "Buckets" >> beam.Map(bucket_count, args.num_shards, args.docs_per_bucket)
     seed = config.seed
@@ -72,7 +77,8 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, args.gzip),
                                                 num_shards=beam.pvalue.AsSingleton(buckets)))
-    (summaries
+    ((summaries, read_counts)
+     | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
      | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files),
                                    beam.pvalue.AsSingleton(buckets)))
@@ -90,16 +96,18 @@ def _metadata(args, config: JobConfig, files) -> dict:
             "input_files": len(files)}
 
 
-def _finish(summaries, output_dir, metadata, num_shards):
-    summaries = sorted(summaries, key=lambda s: s["file"])
-    total = sum(s["examples"] for s in summaries)
-    if total == 0:
+def _finish(gathered, output_dir, metadata, num_shards):
+    """Writes metadata.json from the shard summaries and the reader's `Counts` (`gathered`)."""
+    summaries = sorted((s for s in gathered if not isinstance(s, Counts)), key=lambda s: s["file"])
+    counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
+    examples = sum(s["examples"] for s in summaries)
+    if examples == 0:
         raise ValueError("the corpus produced no examples (empty, or every document shorter than one "
                          "window); no metadata.json written")
     write_metadata(output_dir, {**metadata, "config": {**metadata["config"], "num_shards": num_shards},
                                 "files": [s["file"] for s in summaries],
                                 "examples_per_file": {s["file"]: s["examples"] for s in summaries},
-                                "examples": total})
+                                "examples": examples, "counters": counters})
 
 
 def parse_args(argv):
@@ -174,17 +182,14 @@ def run(argv=None) -> int:
     started = time.time()
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
         build_pipeline(p, args, config, files)
-    counters = {c.key.metric.name: c.committed for c in p.result.metrics().query()["counters"]
-                if c.key.metric.namespace in (NAMESPACE, corpus_io.NAMESPACE)}
-    _report(args, counters, time.time() - started)
+    _report(args, time.time() - started)
     return 0
 
 
-def _report(args, counters, seconds):
+def _report(args, seconds):
     with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
         metadata = json.load(f)
-    metadata["counters"] = counters
-    write_metadata(args.output_dir, metadata)
+    counters = metadata["counters"]
     print(f"pretraining_data: done in {seconds:.1f} s", file=sys.stderr)
     for name in sorted(counters):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)

@@ -3,12 +3,12 @@
     python -m pipeline.vocab --input 'corpus/*.txt' --output vocab.txt --vocab_size 30522 \\
         [--lower_case | --cased] [--reserved_tokens [PAD] [UNK] ...] [--num_unused N] [Beam options]
 
-Lines are normalized and split into BERT words by the project's `BasicTokenizer` (in batches), word
-counts are summed with a Beam combiner across workers, and one worker learns the vocabulary from the count
-table (`wordpiece_learner`). The vocabulary file appears only once complete (written aside, then renamed),
-with `<output>.json` beside it (config, counts, sha256). Runs offline on all local cores by default and
-unchanged with `--runner DataflowRunner` (add `--project`, `--region`, `--temp_location`, and a container
-with tensorflow-text, see README).
+Each file is read in batches of lines, spread over the workers, normalized and split into BERT words by
+the project's `BasicTokenizer`; word counts are summed with a Beam combiner across workers, and one worker
+learns the vocabulary from the count table (`wordpiece_learner`). The vocabulary file appears only once
+complete (written aside, then renamed), with `<output>.json` beside it (config, counts, sha256, counters).
+Runs offline on all local cores by default and unchanged on Dataflow, Dask, Flink or Spark
+(docs/distributed_runners.md).
 """
 
 import argparse
@@ -19,22 +19,23 @@ import os
 import sys
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline import corpus_io
-from pipeline.beam_options import pipeline_options
+from pipeline.beam_options import Counts, SetupDoFn, pipeline_options, split_counts, total
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 _BATCH_LINES = 4096
 
 
-class CountWordsInBatch(beam.DoFn):
+class CountWordsInBatch(SetupDoFn):
     """A batch of lines -> `(word, count)` pairs for that batch (pre-aggregated before the shuffle)."""
+
+    setup_state = ("_split", "_tf")
 
     def __init__(self, lower_case: bool):
         self.lower_case = lower_case
-        self.words = Metrics.counter("vocab", "words")
 
     def setup(self):
         import tensorflow as tf
@@ -42,20 +43,19 @@ class CountWordsInBatch(beam.DoFn):
         from preprocessing.basic_tokenizer import BasicTokenizer
 
         basic = BasicTokenizer(self.lower_case)
-        # One trace for every batch size (BatchElements varies it).
+        # One trace for every batch size.
         self._split = tf.function(lambda lines: basic.split_words(basic.normalize(lines)).flat_values,
                                   input_signature=[tf.TensorSpec([None], tf.string)])
         self._tf = tf
 
     def process(self, lines: list[str]):
         words = self._split(self._tf.constant(lines, self._tf.string)).numpy()
-        self.words.inc(len(words))
         for word, count in collections.Counter(words).items():
             yield word.decode("utf-8"), count
 
 
 class CountWords(beam.PTransform):
-    """Lines of text -> `(word, total count)`, BERT words as the project's tokenizer splits them."""
+    """Batches (lists) of lines -> `(word, total count)`, BERT words as the project's tokenizer splits them."""
 
     def __init__(self, lower_case: bool):
         super().__init__()
@@ -63,20 +63,21 @@ class CountWords(beam.PTransform):
 
     def expand(self, lines):
         return (lines
-                | "Batch" >> beam.BatchElements(min_batch_size=256, max_batch_size=_BATCH_LINES)
                 | "CountInBatch" >> beam.ParDo(CountWordsInBatch(self.lower_case))
                 | "Sum" >> beam.CombinePerKey(sum))
 
 
-def _write_vocabulary(word_counts: list[tuple[str, int]], config: LearnerConfig, output: str,
-                      job_config: dict) -> None:
-    """Learns and writes the vocabulary and its metadata, atomically."""
+def _write_vocabulary(gathered: list, config: LearnerConfig, output: str, job_config: dict) -> None:
+    """Learns and writes the vocabulary and its metadata, atomically, from the `(word, count)` pairs and
+    the reader's `Counts` of `gathered`."""
     import tensorflow as tf
 
+    word_counts = [x for x in gathered if not isinstance(x, Counts)]
     tokens = learn_vocabulary(word_counts, config)
     vocab = Vocabulary(tuple(tokens), source=output)
     meta = {"config": job_config, "vocab_size": len(tokens), "distinct_words": len(word_counts),
-            "words": sum(c for _, c in word_counts), "sha256": vocab.sha256}
+            "words": sum(c for _, c in word_counts), "sha256": vocab.sha256,
+            "counters": total(x for x in gathered if isinstance(x, Counts))}
     for path, text in ((output, vocab.to_text()), (output + ".json", json.dumps(meta, indent=2) + "\n")):
         tmp = path + ".incomplete"
         with tf.io.gfile.GFile(tmp, "w") as f:
@@ -89,9 +90,12 @@ def build_pipeline(p: beam.Pipeline, args: argparse.Namespace) -> None:
                            num_unused=args.num_unused, min_frequency=args.min_frequency,
                            limit_alphabet=args.limit_alphabet)
     job_config = dict(vars(args))
-    (p
-     | "Read" >> corpus_io.ReadCorpusLines(args.input)
-     | "CountWords" >> CountWords(args.lower_case)
+    batches, counts = split_counts(p | "Read" >> corpus_io.ReadCorpusLines(args.input, _BATCH_LINES), "Read")
+    word_counts = (batches
+                   | "Spread" >> beam.Reshuffle()
+                   | "CountWords" >> CountWords(args.lower_case))
+    ((word_counts, counts)
+     | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
      | "Learn" >> beam.Map(_write_vocabulary, config, args.output, job_config))
 
@@ -127,10 +131,10 @@ def run(argv=None) -> int:
     print(f"vocab: {len(files)} input file(s) match {args.input!r}", file=sys.stderr)
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
         build_pipeline(p, args)
-    result = p.result
-    for counter in result.metrics().query()["counters"]:
-        print(f"vocab: {counter.key.metric.namespace}/{counter.key.metric.name} = {counter.committed}",
-              file=sys.stderr)
+    with FileSystems.open(args.output + ".json") as f:  # the counters travel with the data (any runner)
+        meta = json.load(f)
+    for name, value in {**meta["counters"], "words": meta["words"], "distinct_words": meta["distinct_words"]}.items():
+        print(f"vocab: {name} = {value}", file=sys.stderr)
     print(f"vocab: wrote {args.output} ({args.output}.json beside it)", file=sys.stderr)
     return 0
 

@@ -12,8 +12,10 @@ def test_documents_split_at_blank_lines_and_long_lines_are_skipped(tmp_path):
     path = tmp_path / "c.txt"
     path.write_bytes(b"a b\nc d\n\n\n\ne f\n" + b"x" * 50 + b"\ng h\r\n\nbad \xff\n")
     reader = ReadDocuments(max_line_bytes=40)
-    out = list(reader.process((3, str(path))))
+    *out, counts = reader.process((3, str(path)))
     assert out == [((3, 0), ["a b", "c d"]), ((3, 1), ["e f", "g h"]), ((3, 2), ["bad \ufffd"])]
+    assert counts == {"documents": 3, "empty_documents": 2, "sentences": 5, "lines": 9,
+                      "lines_with_invalid_utf8": 1, "lines_over_max_bytes": 1}
 
 
 def test_truncated_gzip_names_the_file(tmp_path):

@@ -18,9 +18,9 @@ from tests.conftest import ROOT
 
 def test_count_words_uses_the_tokenizers_word_boundaries():
     with TestPipeline(runner="FnApiRunner") as p:
-        counts = (p | beam.Create(["Hello, hello WORLD!", "", "Café 中文"])
+        counts = (p | beam.Create([["Hello, hello WORLD!", ""], ["Café 中文", "world"]])
                   | vocab_job.CountWords(lower_case=True))
-        assert_that(counts, equal_to([("hello", 2), (",", 1), ("world", 1), ("!", 1), ("cafe", 1),
+        assert_that(counts, equal_to([("hello", 2), (",", 1), ("world", 2), ("!", 1), ("cafe", 1),
                                       ("中", 1), ("文", 1)]))
 
 
@@ -56,6 +56,7 @@ def test_job_end_to_end_writes_vocab_and_metadata(tmp_path):
     meta = json.loads((tmp_path / "vocab.txt.json").read_text())
     assert meta["sha256"] == vocab.sha256 and meta["words"] == 20 * 18
     assert meta["config"]["vocab_size"] == 60
+    assert meta["counters"] == {"lines": 80, "lines_with_invalid_utf8": 0, "lines_over_max_bytes": 0}
     assert not list(tmp_path.glob("*.incomplete"))
 
 

@@ -1,0 +1,200 @@
+"""Both Beam jobs on engines past one process: Beam's Dask runner on a `distributed.LocalCluster` (worker
+processes, and workers with several DoFn threads, as Dataflow runs them) and the portable path Dataflow
+Runner v2 takes (job service + EXTERNAL worker pool). Each output must be byte-identical to the in-process
+`FnApiRunner`'s for the same input and seed; the counters must reach metadata.json without a metrics API."""
+
+import contextlib
+import glob
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from apache_beam.internal import pickler
+from pipeline import pretraining_data, vocab
+from tests.conftest import ROOT
+
+DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
+SENTENCES = ["The cat sat on the mat.", "It was a sunny day in the park.", "Birds sang loudly overhead!",
+             "Then the rain came down hard.", "Everyone ran for cover under the trees.",
+             "The river bank was flooded by noon.", "She went to the bank to deposit money.",
+             "Interest rates rose again this year.", "Unaffable clerks counted the coins slowly."]
+JOBS = {"bert": ["--max_seq_length", "32", "--max_predictions_per_seq", "5", "--dupe_factor", "2",
+                 "--num_shards", "3"],
+        "gpt": ["--max_seq_length", "16", "--num_shards", "2"],
+        "bilm": ["--max_seq_length", "6", "--num_shards", "2"]}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Four small files (the Dask runner's parallelism is over files), one bad byte, one empty document."""
+    base = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    for f in range(4):
+        docs = ["\n".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6))) for _ in range(12)]
+        extra = b"\n\n\n\nA line with \xff bad bytes.\n" if f == 1 else b""
+        (base / f"part{f}.txt").write_bytes("\n\n".join(docs).encode() + b"\n" + extra)
+    return str(base / "part*.txt")
+
+
+def run_vocab(corpus, out_dir, runner_args):
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, "vocab.txt")
+    assert vocab.run(["--input", corpus, "--output", out, "--vocab_size", "90", *runner_args]) == 0
+    return out
+
+
+def run_data(model, corpus, vocab_path, out_dir, runner_args):
+    assert pretraining_data.run(["--model", model, "--input", corpus, "--vocab", vocab_path,
+                                 "--output_dir", str(out_dir), *JOBS[model], *runner_args]) == 0
+    return out_dir
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory):
+    """The outputs of the in-process runner: the vocabulary, then each model's data from it."""
+    base = tmp_path_factory.mktemp("reference")
+    vocab_path = run_vocab(corpus, base / "vocab", ["--runner", "FnApiRunner"])
+    data = {m: run_data(m, corpus, vocab_path, base / m, ["--runner", "FnApiRunner"]) for m in ("bert", "gpt")}
+    return vocab_path, data
+
+
+def corpus_lines(corpus) -> int:
+    return sum(len(open(p, "rb").read().splitlines()) for p in glob.glob(corpus))
+
+
+def same_vocab(a, b, corpus):
+    assert open(a, "rb").read() == open(b, "rb").read()
+    meta_a, meta_b = (json.load(open(p + ".json")) for p in (a, b))
+    assert meta_a["counters"] == meta_b["counters"] == {"lines": corpus_lines(corpus), "lines_over_max_bytes": 0,
+                                                       "lines_with_invalid_utf8": 1}
+    assert {k: v for k, v in meta_a.items() if k != "config"} == {k: v for k, v in meta_b.items() if k != "config"}
+
+
+def same_data(a, b):
+    names = sorted(n for n in os.listdir(a) if ".tfrecord" in n or n == "vocab.txt")
+    assert names == sorted(n for n in os.listdir(b) if ".tfrecord" in n or n == "vocab.txt") and len(names) > 2
+    for name in names:
+        assert open(os.path.join(a, name), "rb").read() == open(os.path.join(b, name), "rb").read(), name
+    meta_a, meta_b = (json.load(open(os.path.join(d, "metadata.json"))) for d in (a, b))
+    assert meta_a["counters"]["lines_with_invalid_utf8"] == 1 and meta_a["counters"]["empty_documents"] == 3
+    assert meta_a["counters"]["instances"] == meta_a["examples"] > 0
+    assert {k: v for k, v in meta_a.items() if k != "config"} == {k: v for k, v in meta_b.items() if k != "config"}
+
+
+@contextlib.contextmanager
+def dask_cluster(workers, threads):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
+                           dashboard_address=None, silence_logs=40)
+    try:
+        yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address,
+               "--dask_npartitions", "4"]
+    finally:
+        with contextlib.suppress(ValueError):  # the runner leaves its client open
+            Client.current(allow_global=True).close()
+        cluster.close(timeout=30)
+
+
+def test_dask_worker_processes_give_the_same_bytes(corpus, reference, tmp_path):
+    vocab_path, data = reference
+    with dask_cluster(workers=2, threads=1) as dask:
+        same_vocab(run_vocab(corpus, tmp_path / "vocab", dask), vocab_path, corpus)
+        same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", dask), data["bert"])
+
+
+def test_dask_workers_with_several_threads_give_the_same_bytes(corpus, reference, tmp_path):
+    """Several DoFn instances run at once in one process (TF functions, tokenizers), as on Dataflow."""
+    vocab_path, data = reference
+    with dask_cluster(workers=1, threads=3) as dask:
+        same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", dask), data["bert"])
+
+
+@pytest.mark.slow
+def test_dask_threads_gpt_and_bilm(corpus, reference, tmp_path):
+    vocab_path, data = reference
+    with dask_cluster(workers=1, threads=3) as dask:
+        same_data(run_data("gpt", corpus, vocab_path, tmp_path / "gpt", dask), data["gpt"])
+        bilm = run_data("bilm", corpus, vocab_path, tmp_path / "bilm", dask)
+    reference_bilm = run_data("bilm", corpus, vocab_path, tmp_path / "bilm-ref", ["--runner", "FnApiRunner"])
+    same_data(bilm, reference_bilm)
+
+
+def test_dofns_pickle_again_after_setup(reference):
+    """The Dask runner pickles a DoFn it has already set up (a side input evaluated inside a task)."""
+    from pipeline.example_makers import JobConfig, TokenizeDocuments
+    from preprocessing.vocabulary import Vocabulary
+
+    config = JobConfig(model="bert", vocab_tokens=Vocabulary.from_file(reference[0]).tokens, lower_case=True,
+                       max_seq_length=32)
+    fn = TokenizeDocuments(config)
+    fn.setup()
+    batch = [((0, i), SENTENCES[i:i + 2]) for i in range(3)]
+    first = list(fn.process(batch))
+    again = pickler.loads(pickler.dumps(fn))
+    assert not hasattr(again, "_encode")
+    again.setup()
+    second = list(again.process(batch))
+    assert [(d, doc.ids.tolist(), doc.bounds) for d, doc in first] == \
+        [(d, doc.ids.tolist(), doc.bounds) for d, doc in second]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"service exited early with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("localhost", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on port {port} after {seconds} s")
+
+
+@contextlib.contextmanager
+def portable_services():
+    """Beam's Python job service and an EXTERNAL worker pool (what Dataflow Runner v2 and the Flink / Spark
+    job servers talk to), each bounded by `timeout -k` and always stopped."""
+    job_port, pool_port = free_port(), free_port()
+    # The pool starts each SDK worker as a bare `python -c ...`: this interpreter must come first on PATH.
+    env = {**os.environ, "PYTHONPATH": ROOT,
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    commands = [[sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+                 "--port", str(job_port)],
+                [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                 "--service_port", str(pool_port)]]
+    processes = [subprocess.Popen(["timeout", "-k", "10", "600", *c], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in commands]
+    try:
+        for port, process in zip((job_port, pool_port), processes):
+            wait_for_port(port, process, 120)
+        yield ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
+               "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}"]
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.mark.slow
+def test_portable_runner_with_an_external_worker_pool_gives_the_same_bytes(corpus, reference, tmp_path):
+    vocab_path, data = reference
+    with portable_services() as portable:
+        same_vocab(run_vocab(corpus, tmp_path / "vocab", portable), vocab_path, corpus)
+        same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", portable), data["bert"])
