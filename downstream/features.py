@@ -120,6 +120,7 @@ class ModuleEncoder:
         self.path = path.rstrip("/")
         self.exported = ExportedModule.load(self.path)
         self.module, self.kind = self.exported.module, self.exported.kind
+        self.preprocessor = self.exported.preprocessor  # BERT's; None for GPT and the biLM
         self.max_pieces = self.exported.max_pieces
         self.layer_names = self.exported.layer_names
         self.extra_names = ["elmo"] if self.kind == "bilm" else []
