@@ -14,7 +14,8 @@ contextual one can place "river bank" and "bank loan" apart. For each layer choi
   (BERT's and GPT's embeddings add position embeddings, so they are nearly, not exactly, static.)
 - **WiC-style pairs** (`--pairs`): same sense or not from the cosine of the two occurrences; the threshold is
   the one that maximises accuracy on the `train` split and is applied to the `test` split (without a
-  `split` column: tuned on a deterministic half of the lemmas, by CRC-32, and applied to the other half).
+  `split` column: tuned on a deterministic half of the lemmas, by the house's stable hash
+  (`preprocessing.stable_random.stable_fraction`), and applied to the other half).
   Reported with the test split's majority-class accuracy.
 
     python -m downstream.evaluate_senses --module export/bert --data wordnet_senses.jsonl.gz \\
@@ -31,9 +32,10 @@ import csv
 import gzip
 import json
 import sys
-import zlib
 
 import numpy as np
+
+from preprocessing.stable_random import stable_fraction
 
 TIE = 1e-6
 CONTEXT_CHOICES = ("sum_last4", "concat_last4", "weighted_all")
@@ -109,11 +111,11 @@ def best_threshold(sims: np.ndarray, labels: np.ndarray) -> float:
 
 
 def wic_split(pairs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """Masks (tune, test): the file's train/test splits, or else halves of the lemmas by CRC-32."""
+    """Masks (tune, test): the file's train/test splits, or else halves of the lemmas by `stable_fraction`."""
     splits = [p.get("split") for p in pairs]
     if "train" in splits and "test" in splits:
         return np.array([s == "train" for s in splits]), np.array([s == "test" for s in splits])
-    half = np.array([zlib.crc32(p["lemma"].encode("utf-8")) % 2 == 0 for p in pairs])
+    half = np.array([stable_fraction("wic", p["lemma"]) < 0.5 for p in pairs], dtype=bool)
     return half, ~half
 
 

@@ -7,7 +7,7 @@ per-word vectors for every hidden layer, lowest first:
 |---|---|---|
 | BERT `hub/encoder` (+ sibling `hub/preprocessor`) | `embeddings` (`embedding_output`), `layer_1`..`layer_L` | |
 | GPT `hub/module` | `embeddings` (`embedding_output`), `layer_1`..`layer_L` (`layer_outputs`) | |
-| biLM `hub/module` | `word_emb` (doubled to the LSTM width, as ELMo's mix does), `lstm_outputs1`, ... | `elmo` |
+| biLM `hub/module` | `word_emb` (doubled to the LSTM width, as ELMo's mix does: `models.scalar_mix.elmo_layers`), `lstm_outputs1`, ... | `elmo` |
 
 Words are BERT's basic-tokenizer words (`preprocessing.basic_tokenizer`, the splitter every export uses).
 A word's vector is the mean of its word pieces' vectors (BERT, GPT); the biLM is word-level already. GPT
@@ -33,13 +33,14 @@ a sidecar `<output>.json` records the module, choices, dimensions and pooling fo
 import argparse
 import dataclasses
 import json
-import os
 import sys
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported graphs use)
 
+from downstream.module import ExportedModule
+from models.scalar_mix import elmo_layers
 from preprocessing.basic_tokenizer import BasicTokenizer
 
 LAYER_CHOICES = ("embeddings", "last", "second_to_last", "sum_last4", "concat_last4", "weighted_all")
@@ -93,7 +94,7 @@ def combine(hidden: np.ndarray, choice: str, weights: list[float] | None = None)
 
 
 @dataclasses.dataclass
-class Encoded:
+class SentenceVectors:
     """One sentence's words and their vectors: `hidden` [K, W, D] (lowest layer first), `extra` name -> [W, D]."""
     words: list[str]
     hidden: np.ndarray
@@ -102,6 +103,9 @@ class Encoded:
 
 class ModuleEncoder:
     """Sentences -> per-word vectors per layer, for a BERT, GPT or biLM export.
+
+    Loading, the family, the vocabulary, the word grouping and the layer list are `downstream.module`'s
+    (`ExportedModule`, the loader fine-tuning uses too).
 
     Args:
       path: an `--export_dir` of `serving.export`, or its `hub/encoder` (BERT) or `hub/module` (GPT, biLM).
@@ -113,83 +117,42 @@ class ModuleEncoder:
     """
 
     def __init__(self, path: str):
-        self.path = path = path.rstrip("/")
-        if os.path.isdir(os.path.join(path, "hub")):
-            hub_dir = os.path.join(path, "hub")
-            path = os.path.join(hub_dir, "encoder" if os.path.isdir(os.path.join(hub_dir, "encoder")) else "module")
-        self.module = tf.saved_model.load(path)
-        if os.path.basename(path) == "encoder":
-            self.kind = "bert"
-            self.preprocessor = tf.saved_model.load(os.path.join(os.path.dirname(path), "preprocessor"))
-            probe = self.preprocessor(tf.constant(["a"]))["input_word_ids"]
-            self.max_pieces = int(probe.shape[1]) - 2  # the trained length less [CLS], [SEP]
-            self.cls_sep = self._vocab_ids(path, "[CLS]", "[SEP]")
-        elif hasattr(self.module, "generate"):
-            self.kind = "gpt"
-            self.max_pieces = int(self.module.from_text(tf.constant([" a" * 4096]))["input_word_ids"].shape[1]) - 1
-            self.cls_sep = self._vocab_ids(path, "[CLS]", "[SEP]")
-        else:
-            self.kind = "bilm"
-            self.max_pieces = None
-        self.layer_names = self._layer_names()
+        self.path = path.rstrip("/")
+        self.exported = ExportedModule.load(self.path)
+        self.module, self.kind = self.exported.module, self.exported.kind
+        self.preprocessor = self.exported.preprocessor  # BERT's; None for GPT and the biLM
+        self.max_pieces = self.exported.max_pieces
+        self.layer_names = self.exported.layer_names
         self.extra_names = ["elmo"] if self.kind == "bilm" else []
-
-    @staticmethod
-    def _vocab_ids(path: str, *tokens: str) -> tuple[int, ...]:
-        with open(os.path.join(path, "assets", "vocab.txt"), encoding="utf-8") as f:
-            vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
-        return tuple(vocab[t] for t in tokens)
-
-    def _layer_names(self) -> list[str]:
-        [probe] = self.encode(["a"])
-        if self.kind == "bilm":
-            return ["word_emb"] + [f"lstm_outputs{k}" for k in range(1, len(probe.hidden))]
-        return ["embeddings"] + [f"layer_{k}" for k in range(1, len(probe.hidden))]
 
     @property
     def choices(self) -> list[str]:
         """Every name `select` accepts."""
         return list(LAYER_CHOICES) + self.layer_names + self.extra_names
 
-    def select(self, encoded: Encoded, choice: str, weights: list[float] | None = None) -> np.ndarray:
+    def select(self, encoded: SentenceVectors, choice: str, weights: list[float] | None = None) -> np.ndarray:
         return select_layers(self.layer_names, encoded.hidden, encoded.extra, choice, weights)
 
-    def encode(self, sentences: list[str], batch_size: int = 64) -> list[Encoded]:
-        """Sentences -> `Encoded` each, in order. Words past the module's window are dropped (BERT, GPT)."""
+    def encode(self, sentences: list[str], batch_size: int = 64) -> list[SentenceVectors]:
+        """Sentences -> `SentenceVectors` each, in order. Words past the module's window are dropped (BERT, GPT)."""
         out = []
         for i in range(0, len(sentences), batch_size):
-            batch = list(sentences[i:i + batch_size])
-            words = split_words(batch)
-            out.extend(getattr(self, f"_encode_{self.kind}")(batch, words))
+            words = split_words(list(sentences[i:i + batch_size]))
+            out.extend(self._encode_bilm(words) if self.kind == "bilm" else self._encode_pieces(words))
         return out
 
-    def _encode_bilm(self, batch, words):
-        width = max(1, max(len(w) for w in words))
-        tokens = tf.constant([w + [""] * (width - len(w)) for w in words])
-        out = self.module.tokens(tokens=tokens, sequence_len=tf.constant([len(w) for w in words], tf.int32))
-        emb = out["word_emb"].numpy()
-        lstm = sorted((k for k in out if k.startswith("lstm_outputs")), key=lambda k: int(k[len("lstm_outputs"):]))
-        hidden = np.stack([np.concatenate([emb, emb], -1)] + [out[k].numpy() for k in lstm], 0)  # [K, B, T, D]
+    def _encode_bilm(self, words):
+        out = self.exported.bilm_outputs(words)
+        hidden = np.stack([np.asarray(x) for x in elmo_layers(out)], 0)  # [K, B, T, D]
         elmo = out["elmo"].numpy()
-        return [Encoded(w, hidden[:, b, :len(w)], {"elmo": elmo[b, :len(w)]}) for b, w in enumerate(words)]
+        return [SentenceVectors(w, hidden[:, b, :len(w)], {"elmo": elmo[b, :len(w)]}) for b, w in enumerate(words)]
 
-    def _pieces(self, batch, words) -> list[list[list[int]]]:
-        """Each sentence's word pieces grouped by word, cut to the module's window."""
-        if self.kind == "bert":
-            grouped = self.preprocessor.tokenize(tf.constant(batch)).to_list()  # [B, W, P]
-        else:
-            flat = [w for ws in words for w in ws]
-            per_word = self.module.tokenize(tf.constant(flat or [""])).to_list()
-            grouped, k = [], 0
-            for ws in words:
-                grouped.append(per_word[k:k + len(ws)])
-                k += len(ws)
+    def _pieces(self, words) -> list[list[list[int]]]:
+        """Each sentence's word pieces grouped by word (`ExportedModule.word_pieces`), cut to the window."""
         out = []
-        for text, ws, pieces in zip(batch, words, grouped):
-            if len(pieces) != len(ws):
-                raise ValueError(f"the module split {text!r} into {len(pieces)} words, the splitter {len(ws)}")
+        for grouped in self.exported.word_pieces(words):
             kept, total = [], 0
-            for p in pieces:
+            for p in grouped:
                 if total + len(p) > self.max_pieces:
                     break
                 kept.append(p)
@@ -197,33 +160,20 @@ class ModuleEncoder:
             out.append(kept)
         return out
 
-    def _encode_bert(self, batch, words):
-        return self._encode_pieces(batch, words)
-
-    def _encode_gpt(self, batch, words):
-        return self._encode_pieces(batch, words)
-
-    def _encode_pieces(self, batch, words):
-        cls_id, sep_id = self.cls_sep
-        grouped = self._pieces(batch, words)
+    def _encode_pieces(self, words):
+        cls_id, sep_id = self.exported.token_id("[CLS]"), self.exported.token_id("[SEP]")
+        grouped = self._pieces(words)
         lead = cls_id if self.kind == "bert" else sep_id  # GPT: a document start, as in pretraining
         rows = [[lead] + [i for p in g for i in p] + ([sep_id] if self.kind == "bert" else []) for g in grouped]
         width = max(len(r) for r in rows)
         ids = np.array([r + [0] * (width - len(r)) for r in rows], np.int32)  # [B, T]
-        if self.kind == "bert":
-            out = self.module({"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
-                               "input_type_ids": np.zeros_like(ids)}, training=False)
-            layers = [out["embedding_output"]] + list(out["encoder_outputs"])
-        else:
-            out = self.module({"input_word_ids": ids}, training=False)
-            layers = [out["embedding_output"]] + list(out["layer_outputs"])
-        hidden = np.stack([x.numpy() for x in layers], 0)  # [K, B, T, D]
+        hidden = np.stack([x.numpy() for x in self.exported.hidden(ids)], 0)  # [K, B, T, D]
         result = []
         for b, g in enumerate(grouped):
             ends = np.cumsum([len(p) for p in g]) + 1  # position 0 is [CLS] / [SEP]
             vectors = [hidden[:, b, e - len(p):e].mean(axis=1) for p, e in zip(g, ends)]  # each [K, D]
             stacked = np.stack(vectors, 1) if vectors else np.zeros(hidden.shape[:1] + (0,) + hidden.shape[-1:])
-            result.append(Encoded(words[b][:len(g)], stacked.astype(np.float32), {}))
+            result.append(SentenceVectors(words[b][:len(g)], stacked.astype(np.float32), {}))
         return result
 
     def embed_spans(self, sentences: list[str], spans: list[tuple[int, int]], choices: list[str],

@@ -9,10 +9,45 @@ normalisation of each `h_k` over the unmasked positions first (`do_layer_norm=Tr
 originals, that normalisation uses ONE mean and variance per layer over all unmasked positions and
 features of the batch (not per token), so its output depends on the batch; most users leave it off.
 Any downstream model can use the layer; the exported biLM (`elmo` output) does.
+
+Also owns the two rules every ELMo mix shares, whatever Keras runs it:
+  - `mix_layers(layers, scalar_weights, gamma)`: the formula above (no layer norm), in the layers' dtype;
+    `ScalarMix` here (Keras 3) and the fine-tuning heads' `TfKerasScalarMix` (tf_keras) both call it;
+  - `elmo_layers(outputs)` / `elmo_layer_names(outputs)`: the mixed layers of a biLM, lowest first:
+    `word_emb` doubled to the LSTM width (`word_emb ‖ word_emb`), then `lstm_outputs1..K`; the export's
+    `elmo` output, the heads' task mix and `downstream.features` all take their layer list from here.
 """
 
 import keras
 from keras import ops
+
+WORD_EMB, LSTM_OUTPUTS = "word_emb", "lstm_outputs"
+
+
+def elmo_layer_names(outputs) -> list[str]:
+    """The names of a biLM's mixed layers, lowest first: `word_emb`, `lstm_outputs1`, ..., from the
+    output names present in `outputs` (a dict or its keys)."""
+    lstm = sorted((k for k in outputs if k.startswith(LSTM_OUTPUTS) and k[len(LSTM_OUTPUTS):].isdigit()),
+                  key=lambda k: int(k[len(LSTM_OUTPUTS):]))
+    return [WORD_EMB] + lstm
+
+
+def elmo_layers(outputs: dict) -> list:
+    """A biLM's outputs -> the mix's inputs, lowest first: `word_emb ‖ word_emb` `[..., 2P]`, then each
+    `lstm_outputsK` `[..., 2L]` (ELMo doubles the context-independent layer so every layer is 2L wide)."""
+    return [ops.concatenate([outputs[name]] * 2, axis=-1) if name == WORD_EMB else outputs[name]
+            for name in elmo_layer_names(outputs)]
+
+
+def mix_layers(layers: list, scalar_weights, gamma):
+    """`gamma * sum_k softmax(scalar_weights)_k * layers[k]`, computed in the layers' dtype (the weights
+    are softmaxed in their own, float32)."""
+    weights = ops.softmax(ops.convert_to_tensor(scalar_weights), axis=0)  # [N]
+    dtype = layers[0].dtype
+    mixed = 0.0
+    for k, tensor in enumerate(layers):
+        mixed = mixed + ops.cast(weights[k], dtype) * tensor  # [B, T, D]
+    return ops.cast(ops.convert_to_tensor(gamma), dtype) * mixed
 
 
 @keras.saving.register_keras_serializable(package="models")
@@ -66,14 +101,9 @@ class ScalarMix(keras.layers.Layer):
             raise ValueError(f"ScalarMix got {len(inputs)} tensors, expected {self.num_layers}")
         if isinstance(mask, (list, tuple)):  # Keras passes one mask per input
             mask = next((m for m in mask if m is not None), None)
-        weights = ops.softmax(ops.convert_to_tensor(self.scalar_weights), axis=0)  # [N] float32
-        dtype = inputs[0].dtype
-        mixed = 0.0
-        for k, tensor in enumerate(inputs):
-            if self.do_layer_norm:
-                tensor = self._layer_norm(tensor, mask)  # [B, T, D]
-            mixed = mixed + ops.cast(weights[k], dtype) * tensor  # [B, T, D]
-        return ops.cast(ops.convert_to_tensor(self.gamma), dtype) * mixed
+        if self.do_layer_norm:
+            inputs = [self._layer_norm(tensor, mask) for tensor in inputs]  # each [B, T, D]
+        return mix_layers(list(inputs), self.scalar_weights, self.gamma)
 
     def _layer_norm(self, tensor, mask):
         """allennlp's `_do_layer_norm`: one mean and variance over every unmasked element, in float32."""

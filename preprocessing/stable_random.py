@@ -4,7 +4,8 @@ Every random choice in the data pipeline derives from `(seed, document id, dupli
 these functions, never from a stateful generator or Python's salted `hash()`, so the same input and seed
 give byte-identical output whatever the runner, the number of workers, the bundle sizes or retries.
 
-`stable_hash` (Python, BLAKE2b) seeds per-document `random.Random` generators and names keys; `uniform` (TF, SplitMix64 finalizer) gives
+`stable_hash` (Python, BLAKE2b) seeds per-document `random.Random` generators and names keys; `stable_fraction`
+turns it into a number in [0, 1) for deterministic splits and choices; `uniform` (TF, SplitMix64 finalizer) gives
 per-row, per-position uniforms from per-row seeds, so a batch's values do not depend on how rows were
 batched together.
 """
@@ -22,6 +23,16 @@ def stable_hash(*parts) -> int:
     """A 63-bit hash of `repr(parts)` that is the same in every process and on every machine."""
     digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
+
+
+def stable_fraction(*parts) -> float:
+    """`stable_hash(*parts)` as a number in [0, 1): a key lands in a split when this is below its share.
+
+    Example:
+      >>> stable_fraction(0, "bank") == stable_fraction(0, "bank") and 0.0 <= stable_fraction(1, "x") < 1.0
+      True
+    """
+    return (stable_hash(*parts) >> 10) / float(1 << 53)  # 53 bits: exact in a float, never 1.0
 
 
 def _mix(x: tf.Tensor) -> tf.Tensor:

@@ -5,7 +5,8 @@
 
 `--module`: an export dir (`serving.export`'s `--export_dir`) or a hub module dir; `--model_dir`: a
 pretraining run, exported to a temporary folder first (the same code path). File formats:
-`downstream/finetune/task_data.py`; heads: `downstream/finetune/heads.py`; inputs: `downstream/finetune/inputs.py`. Writes to `output_dir`:
+`downstream/finetune/task_data.py`; heads: `downstream/finetune/heads.py`; inputs: `downstream/finetune/inputs.py`;
+the module is loaded by `downstream.module.ExportedModule`. Writes to `output_dir`:
   - `model/`: the trained tf_keras model (SavedModel; inputs as `task_inputs.py` makes them);
   - `serving/1/`: a text-in SavedModel for TF Serving (classify, pair, choice; BERT tagging from words);
   - `metrics.json` (also printed as the last line): the eval metrics, the trivial baseline's, the budget;
@@ -23,6 +24,7 @@ import typing
 
 import numpy as np
 
+from downstream import module as module_lib
 from models import config as config_lib
 from downstream.finetune import squad
 from downstream.finetune import task_data
@@ -38,7 +40,8 @@ class FinetuneConfig:
 
     Args:
       epochs, batch_size, learning_rate, warmup (fraction of steps), weight_decay, clip_norm: optimisation.
-      max_seq_length: pieces per sequence (BERT, GPT); words per sentence (biLM).
+      max_seq_length: pieces per sequence (BERT, GPT); words per sentence (biLM tagging; biLM sentences are
+        read whole, as the served graph reads them).
       doc_stride, max_query_length, max_answer_length, n_best: SQuAD windows and decoding.
       lm_coef: weight of GPT's auxiliary LM loss (Radford et al.: 0.5); 0 turns it off.
       train_module: fine-tune the module's weights (default: yes for BERT/GPT, no for the biLM, where the
@@ -144,16 +147,17 @@ class WarmupLinear:
 # Encoding: examples -> (x, y, sample_weight) and what evaluation needs to map predictions back.
 
 @dataclasses.dataclass
-class Encoded:
+class EncodedExamples:
+    """A task's examples as model inputs `x`, targets `y`, sample weights, and what evaluation needs."""
     x: dict
     y: dict
     weights: dict | None = None
     positions: list | None = None  # tagging: first piece of each word
-    features: list | None = None  # squad windows
+    features: list | None = None  # squad windows (`squad.SquadWindow`)
 
 
 def encode(task: str, backbone, examples: list, labels: list[str], config: FinetuneConfig,
-           training: bool) -> Encoded:
+           training: bool) -> EncodedExamples:
     t = config.max_seq_length
     if task == "tag":
         sentences = [s.words for s in examples]
@@ -162,12 +166,12 @@ def encode(task: str, backbone, examples: list, labels: list[str], config: Finet
         else:
             x, positions = inputs_lib.bilm_tag_inputs(backbone, sentences, t)
         y, w = inputs_lib.tag_labels(positions, [s.tags for s in examples], {n: i for i, n in enumerate(labels)}, t)
-        return Encoded(x, {"logits": y}, {"logits": w}, positions=positions)
+        return EncodedExamples(x, {"logits": y}, {"logits": w}, positions=positions)
     if task == "squad":
         if backbone.kind != "bert":
             raise ValueError("SQuAD fine-tuning needs a BERT module")
         unit_texts = [[e.context[a:b] for a, b in squad.split_units(e.context)] for e in examples]
-        unit_pieces = backbone.word_pieces(unit_texts)
+        unit_pieces = backbone.word_pieces(unit_texts, unk_for_empty=False)  # as the context's tokenization
         question_pieces = backbone.pieces([e.question for e in examples])
         features = squad.make_features(examples, unit_pieces, question_pieces, backbone.token_id("[CLS]"),
                                        backbone.token_id("[SEP]"), t, config.doc_stride, config.max_query_length,
@@ -176,13 +180,13 @@ def encode(task: str, backbone, examples: list, labels: list[str], config: Finet
              for k in ("input_word_ids", "input_mask", "input_type_ids")}
         y = {"start_logits": np.array([f.start_position for f in features], np.int32),
              "end_logits": np.array([f.end_position for f in features], np.int32)}
-        return Encoded(x, y, features=features)
+        return EncodedExamples(x, y, features=features)
     x = inputs_lib.text_inputs(backbone, task, [e.texts for e in examples], t, config.gpt_pair)
     index = {n: i for i, n in enumerate(labels)}
-    return Encoded(x, {"logits": np.array([index.get(e.label, 0) for e in examples], np.int32)})
+    return EncodedExamples(x, {"logits": np.array([index.get(e.label, 0) for e in examples], np.int32)})
 
 
-def sequences_of(task: str, encoded: Encoded) -> int:
+def sequences_of(task: str, encoded: EncodedExamples) -> int:
     """S, the sequences per example of the `[N, S, ...]` inputs (1 for tagging and SQuAD's `[N, T]`)."""
     if task in ("tag", "squad"):
         return 1
@@ -220,7 +224,7 @@ def tag_scores(gold: list[tuple[str, ...]], predicted: list[list[str]]) -> dict:
     return scores
 
 
-def evaluate(task, backbone, model, encoded: Encoded, examples, train_examples, labels, config) -> dict:
+def evaluate(task, backbone, model, encoded: EncodedExamples, examples, train_examples, labels, config) -> dict:
     out = model.predict(encoded.x, batch_size=config.eval_batch_size, verbose=0)
     if task == "squad":
         by_example = {}
@@ -265,7 +269,7 @@ def compile_model(model, task: str, config: FinetuneConfig, steps: int) -> None:
         model.compile(optimizer, {"logits": loss})
 
 
-def train(model, encoded: Encoded, config: FinetuneConfig, log=print) -> list[float]:
+def train(model, encoded: EncodedExamples, config: FinetuneConfig, log=print) -> list[float]:
     import tensorflow as tf
     import tf_keras
 
@@ -296,7 +300,7 @@ def run(task: str, module_path: str, train_path: str, eval_path: str, output_dir
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(config.seed)
-    backbone = inputs_lib.Backbone.load(module_path)
+    backbone = module_lib.ExportedModule.load(module_path)
     config = config.resolved(backbone.kind)
     train_examples = read_examples(task, train_path, config, subsample=True)
     eval_examples = read_examples(task, eval_path, config, subsample=False)
@@ -371,7 +375,7 @@ def main(argv=None) -> int:
         try:
             metrics = run(args.task, module, args.train, args.eval, args.output_dir, config,
                           log=lambda m: print(m, file=sys.stderr))
-        except (task_data.TaskDataError, inputs_lib.ModuleError, ValueError) as e:
+        except (task_data.TaskDataError, module_lib.ModuleError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     print(json.dumps({k: v for k, v in metrics.items() if k != "losses"}))

@@ -1,8 +1,8 @@
 """The fine-tuned model as a text-in SavedModel for TF Serving (`output_dir/serving/1/`).
 
-The graph tokenizes with the module's own functions (the BERT preprocessor's `tokenize` and
-`bert_pack_inputs`, GPT's `tokenize`, the biLM's in-module splitter) and builds the same inputs as
-`task_inputs.py` builds for training, with TF ops:
+The graph builds its inputs with the very TF functions training-input building calls
+(`downstream/finetune/inputs.py`: `pair_sequences`, `pack_sequence`, `bert_first_pieces`), so served inputs
+are training inputs:
   - classify: `serving_default(text [B])`; pair: `serving_default(text_a [B], text_b [B])`;
     choice: `serving_default(context [B], choices [B, C])` -> `probabilities` [B, K], `label` [B] (string);
   - BERT tagging: `serving_default(words [B, W] string, lengths [B])` -> `tags` [B, W] (one per word, read at
@@ -22,20 +22,21 @@ class TextTaskModel(tf.Module):
     """Strings in, the task's prediction out.
 
     Args:
-      task, backbone, model, labels, config: as `models.finetune.run` has them.
+      task, backbone, model, labels, config: as `downstream.finetune.cli.run` has them (`backbone`: an
+        `ExportedModule`).
       fallback_tag: the tag for words the length limit cut off (tagging).
     """
 
     def __init__(self, task, backbone, model, labels, config, fallback_tag="O"):
         super().__init__()
         self.model = model
+        self.exported = backbone
         self.module = backbone.module
         self.preprocessor = backbone.preprocessor
         self.kind, self.task, self.seq_length = backbone.kind, task, config.max_seq_length
         self.gpt_pair = config.gpt_pair
         self.label_names = tf.constant(labels)
         self.fallback = fallback_tag
-        self.ids = {t: backbone.token_id(t) for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]")}
         string = tf.string
         if task == "classify":
             self.serve = tf.function(lambda text: self._predict([[text]]),
@@ -53,25 +54,11 @@ class TextTaskModel(tf.Module):
                                                                   tf.TensorSpec([None], tf.int32, name="lengths")])
 
     def _pair(self, a, b):
-        if self.kind == "bert" or (self.kind == "gpt" and self.gpt_pair == "entail"):
-            return [[a, b]]
-        if self.kind == "gpt":
-            return [[a, b], [b, a]]
-        return [[a], [b]]
+        return inputs_lib.pair_sequences(self.kind, self.gpt_pair, a, b)
 
     def _sequence(self, parts):
         """One sequence (list of [N] string tensors) -> the family's inputs `[N, T]` (or `[N]` text)."""
-        t = self.seq_length
-        if self.kind == "bert":
-            segments = [self.preprocessor.tokenize(p) for p in parts]
-            return self.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(t))
-        if self.kind == "bilm":
-            return {"text": parts[0]}
-        special = (inputs_lib.GPT_START, inputs_lib.GPT_DELIMITER, inputs_lib.GPT_EXTRACT)
-        dense, extract_index = inputs_lib.pack_gpt([self.module.tokenize(p) for p in parts], t,
-                                                   *(self.ids[k] for k in special))
-        return {"input_word_ids": dense, "extract_index": extract_index,
-                "lm_weights": tf.zeros(tf.shape(dense), tf.float32)}
+        return inputs_lib.pack_sequence(self.exported, parts, self.seq_length)
 
     def _inputs(self, sequences):
         per = [self._sequence(parts) for parts in sequences]
@@ -91,19 +78,10 @@ class TextTaskModel(tf.Module):
 
     def _tag(self, words, lengths):
         sentences = tf.RaggedTensor.from_tensor(words, lengths=lengths)  # [B, (W)]
-        pieces = self.preprocessor.tokenize(sentences.flat_values).merge_dims(-2, -1)  # [N, (P)] int32
-        empty = tf.equal(pieces.row_lengths(), 0)
-        pieces = tf.where(empty[:, None], tf.RaggedTensor.from_tensor(
-            tf.fill([tf.shape(empty)[0], 1], tf.constant(self.ids["[UNK]"], tf.int32))), pieces)
-        counts = pieces.row_lengths()  # [N]
-        per_word = sentences.with_flat_values(counts).to_tensor()  # [B, W] pieces per word (0 past the end)
-        end = tf.math.cumsum(per_word, axis=1)  # [B, W] pieces up to and including each word
-        first = 1 + end - per_word  # [B, W] each word's first piece, after [CLS]
-        keep = end <= tf.cast(self.seq_length - 2, end.dtype)
-        merged = sentences.with_flat_values(pieces).merge_dims(1, 2)  # [B, (P)]
-        packed = self.preprocessor.bert_pack_inputs([merged], seq_length=tf.constant(self.seq_length))
+        packed, first, keep = inputs_lib.bert_first_pieces(self.exported, sentences, self.seq_length,
+                                                           width=tf.shape(words)[1])  # [B, T], [B, W], [B, W]
         logits = self.model(packed, training=False)["logits"]  # [B, T, K]
-        at_words = tf.gather(logits, tf.cast(tf.minimum(first, self.seq_length - 1), tf.int32), batch_dims=1)  # [B, W, K]
+        at_words = tf.gather(logits, tf.minimum(first, self.seq_length - 1), batch_dims=1)  # [B, W, K]
         tags = tf.gather(self.label_names, tf.argmax(at_words, -1))
         real = tf.sequence_mask(lengths, tf.shape(words)[1])
         tags = tf.where(keep, tags, self.fallback)

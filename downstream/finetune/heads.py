@@ -9,9 +9,9 @@
   - GPT (Radford et al. 2018): the last block's state at the extract token, one dense layer; similarity adds
     the two orders' states; choice scores each sequence; the auxiliary LM loss on the module's logits,
     weighted `lm_coef`, is added to the task loss (`AuxLanguageModelLoss`).
-  - biLM (Peters et al. 2018): the module frozen and the task's own `ScalarMix` (softmax weights + gamma)
-    over (word_emb ‖ word_emb, lstm_outputs1, lstm_outputs2); with `train_module` the whole module trains
-    and its own `elmo` mix is used. Classify: the mix mean-pooled over real tokens, then a dense layer;
+  - biLM (Peters et al. 2018): the module frozen and the task's own `TfKerasScalarMix` (softmax weights +
+    gamma) over the module's layers (`models.scalar_mix.elmo_layers`: word_emb ‖ word_emb, lstm_outputs1,
+    lstm_outputs2); with `train_module` the whole module trains and its own `elmo` mix is used. Classify: the mix mean-pooled over real tokens, then a dense layer;
     pairs: [u, v, u * v, u - v]; tagging: a small BiLSTM over `[x_k ; ELMo_k]`, where `x_k` is the task
     model's own context-independent word vector (`TaskWordSplit` + `TaskWords`: the training set's words, case
     kept, an embedding trained from scratch, plus a casing class, `WordCasing`; `task_word_dim=0` leaves both
@@ -23,6 +23,8 @@ Layers have stable names and `get_config` (no Lambda layers), so the model saves
 
 import tensorflow as tf
 import tf_keras
+
+from models.scalar_mix import elmo_layer_names, elmo_layers, mix_layers
 
 SUPPORTED = {"bert": ("classify", "pair", "tag", "squad", "choice"), "gpt": ("classify", "pair", "choice"),
              "bilm": ("classify", "pair", "tag")}
@@ -79,16 +81,17 @@ class AuxLanguageModelLoss(tf_keras.layers.Layer):
         return {**super().get_config(), "coef": self.coef}
 
 
-class ScalarMix(tf_keras.layers.Layer):
-    """ELMo's `gamma * sum_k softmax(s)_k h_k` over a list of same-shape tensors (Peters et al., eq. 1)."""
+class TfKerasScalarMix(tf_keras.layers.Layer):
+    """ELMo's `gamma * sum_k softmax(s)_k h_k` over a list of same-shape tensors (Peters et al., eq. 1), as a
+    tf_keras layer (what a `hub.KerasLayer` model is built of); the formula is `models.scalar_mix.mix_layers`,
+    the one the Keras 3 `ScalarMix` of the export uses. Weights: `scalar_weights` `[N]`, `gamma` `[]`."""
 
     def build(self, input_shape):
         self.scalars = self.add_weight(name="scalar_weights", shape=(len(input_shape),), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(), initializer="ones")
 
     def call(self, inputs):
-        weights = tf.nn.softmax(self.scalars)
-        return self.gamma * tf.add_n([weights[k] * h for k, h in enumerate(inputs)])
+        return mix_layers(list(inputs), self.scalars, self.gamma)
 
 
 class TaskWordSplit(tf_keras.layers.Layer):
@@ -148,11 +151,12 @@ def _cased_splitter():
     return lambda text: basic.split_words(basic.normalize(text))
 
 
-class ConcatSelf(tf_keras.layers.Layer):
-    """`x` -> `x ‖ x` (the biLM's word_emb, doubled to the LSTM layers' width)."""
+class ElmoLayers(tf_keras.layers.Layer):
+    """The biLM module's outputs (a dict) -> the mix's layer list, lowest first (`word_emb ‖ word_emb`,
+    `lstm_outputs1..K`), by `models.scalar_mix.elmo_layers`, the rule the export's `elmo` mix follows."""
 
-    def call(self, x):
-        return tf.concat([x, x], axis=-1)
+    def call(self, outputs):
+        return elmo_layers(outputs)
 
 
 class MaskedMean(tf_keras.layers.Layer):
@@ -255,8 +259,8 @@ def _elmo_mix(backbone, config, text):
     out = _hub_layer(backbone, config.train_module)(text)
     if config.train_module:
         return out["elmo"], out["sequence_len"]
-    layers = [ConcatSelf(name="word_emb_doubled")(out["word_emb"]), out["lstm_outputs1"], out["lstm_outputs2"]]
-    return ScalarMix(name="task_scalar_mix")(layers), out["sequence_len"]  # [N, T, 2L], [N]
+    layers = ElmoLayers(name="elmo_layers")({k: out[k] for k in elmo_layer_names(out)})  # K + 1 of [N, T, 2L]
+    return TfKerasScalarMix(name="task_scalar_mix")(layers), out["sequence_len"]  # [N, T, 2L], [N]
 
 
 def _bilm(task, backbone, num_labels, config, sequences, task_words=()):

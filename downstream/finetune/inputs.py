@@ -1,9 +1,12 @@
 """Task examples -> fixed-shape model inputs for each family, tokenized by the exported module itself.
 
-`Backbone.load(path)` finds the module (an export dir, or a hub module dir) and its kind from what the
-SavedModel offers (BERT's encoder has `mlm`, GPT's module `generate`, the biLM's the `tokens` signature);
-tokenization is the module's own (`preprocessor.tokenize`, `module.tokenize`), so fine-tuning sees exactly
-the pieces serving will.
+The module is a `downstream.module.ExportedModule` (the one loader: family, vocabulary, word grouping).
+Each input rule is ONE TensorFlow function that training-input building (here, eagerly, in chunks) and the
+fine-tuned serving graph (`downstream/finetune/export.py`) both call, so served inputs are training inputs:
+  - `pair_sequences`: how a pair becomes sequences, per family;
+  - `pack_sequence`: one sequence's parts (string tensors) -> the family's inputs (BERT's `bert_pack_inputs`,
+    GPT's `pack_gpt` + `gpt_lm_weights`, the biLM's text as given);
+  - `bert_first_pieces`: words -> `[CLS] pieces [SEP]` and each word's first piece (tagging).
 
 Shapes (S = sequences per example: 1 for classify and BERT pairs, 2 for GPT similarity and biLM pairs,
 C for choice):
@@ -15,110 +18,27 @@ C for choice):
     end-of-document token GPT saw before every document in pretraining, so a text starts as documents did;
     delimiter = `[CLS]` and extract = `[MASK]`, never seen by GPT in pretraining, so they act as the paper's
     new tokens whose embeddings are learned in fine-tuning.
-  - biLM: `text` string `[N, S]` (words joined by spaces, at most T words); tagging `[N]` plus the first
-    sub-word of each word (the module splits words further at punctuation, as BERT's basic tokenizer does).
+  - biLM: `text` string `[N, S]`, each sentence as given (the module splits it); tagging `[N]` plus the
+    first sub-word of each word (the module splits words further at punctuation, as BERT's basic tokenizer
+    does), at most T words.
 Tagging labels sit on each word's first piece (`sample_weight` 1 there, 0 elsewhere); `word_positions`
 maps predictions back to words.
 """
 
-import dataclasses
-import os
-
 import numpy as np
 
+from downstream.module import CHUNK
+
 GPT_START, GPT_DELIMITER, GPT_EXTRACT = "[SEP]", "[CLS]", "[MASK]"
-CHUNK = 4096
 
 
-class ModuleError(ValueError):
-    """The path holds no module this project exported."""
-
-
-@dataclasses.dataclass
-class Backbone:
-    """A loaded export: `kind` (bert, gpt, bilm), `path` (the fine-tunable module), `preprocessor`
-    (BERT), `vocab` (a `Vocabulary`)."""
-
-    kind: str
-    path: str
-    module: object
-    preprocessor: object
-    vocab: object
-
-    @classmethod
-    def load(cls, path: str) -> "Backbone":
-        import tensorflow_hub as hub
-        import tensorflow_text  # noqa: F401  (registers the ops the modules use)
-
-        from preprocessing.vocabulary import Vocabulary
-
-        candidates = [os.path.join(path, "hub", "encoder"), os.path.join(path, "hub", "module"), path]
-        module_path = next((p for p in candidates if os.path.exists(os.path.join(p, "saved_model.pb"))), None)
-        if module_path is None:
-            raise ModuleError(f"no exported module under {path} (expected hub/encoder, hub/module or a "
-                              f"SavedModel): export a model_dir with `python -m serving.export` or pass --model_dir")
-        module = hub.load(module_path)
-        preprocessor = None
-        if hasattr(module, "mlm"):
-            kind = "bert"
-            prep_path = os.path.join(os.path.dirname(module_path), "preprocessor")
-            if not os.path.exists(prep_path):
-                raise ModuleError(f"BERT encoder {module_path} has no preprocessor beside it ({prep_path})")
-            preprocessor = hub.load(prep_path)
-        elif hasattr(module, "generate"):
-            kind = "gpt"
-        elif "tokens" in getattr(module, "signatures", {}):
-            kind = "bilm"
-        else:
-            raise ModuleError(f"{module_path} is not a BERT encoder, GPT or biLM module exported by this project")
-        vocab = Vocabulary.from_file(os.path.join(module_path, "assets", "vocab.txt"))
-        return cls(kind, module_path, module, preprocessor, vocab)
-
-    def token_id(self, token: str) -> int:
-        return self.vocab.id_of(token)
-
-    @property
-    def lower_case(self) -> bool:
-        return not self.vocab.looks_cased
-
-    def pieces(self, texts: list[str]) -> list[list[int]]:
-        """Word-piece ids of each text (no special tokens)."""
-        import tensorflow as tf
-
-        out = []
-        for i in range(0, len(texts), CHUNK):
-            batch = tf.constant(texts[i:i + CHUNK])
-            ragged = self.preprocessor.tokenize(batch).merge_dims(-2, -1) if self.kind == "bert" \
-                else self.module.tokenize(batch)
-            out.extend(ragged.to_list())
-        return out
-
-    def word_pieces(self, sentences: list[tuple[str, ...]]) -> list[list[list[int]]]:
-        """Per sentence, per word, its pieces (one tokenizer call over every word)."""
-        flat = self.pieces([w for words in sentences for w in words])
-        out, i = [], 0
-        for words in sentences:
-            out.append(flat[i:i + len(words)])
-            i += len(words)
-        return out
-
-
-def bert_text_inputs(backbone: Backbone, sequences: list[list[tuple[str, ...]]], seq_length: int) -> dict:
-    """`sequences[s][n]`: the segments (1 or 2 texts) of example n's s-th sequence -> `[N, S, T]` inputs."""
-    import tensorflow as tf
-
-    per_sequence = []
-    for segments_of in sequences:
-        rows = {"input_word_ids": [], "input_mask": [], "input_type_ids": []}
-        for i in range(0, len(segments_of), CHUNK):
-            chunk = segments_of[i:i + CHUNK]
-            segments = [backbone.preprocessor.tokenize(tf.constant([seg[k] for seg in chunk]))
-                        for k in range(len(chunk[0]))]
-            packed = backbone.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(seq_length))
-            for name in rows:
-                rows[name].append(packed[name].numpy())
-        per_sequence.append({k: np.concatenate(v) for k, v in rows.items()})
-    return {k: np.stack([p[k] for p in per_sequence], axis=1).astype(np.int32) for k in per_sequence[0]}
+def pair_sequences(kind: str, gpt_pair: str, a, b) -> list[list]:
+    """How a family reads a pair (`a`, `b`: texts or string tensors): a list over sequences of parts."""
+    if kind == "bert" or (kind == "gpt" and gpt_pair == "entail"):
+        return [[a, b]]
+    if kind == "gpt":  # similarity: both orders, representations added
+        return [[a, b], [b, a]]
+    return [[a], [b]]  # biLM: each sentence encoded alone
 
 
 def pack_gpt(pieces: list, seq_length: int, start: int, delimiter: int, extract: int):
@@ -144,94 +64,118 @@ def pack_gpt(pieces: list, seq_length: int, start: int, delimiter: int, extract:
             tf.cast(ids.row_lengths(), tf.int32) - 1)
 
 
-def gpt_lm_weights(ids: np.ndarray, extract_index: np.ndarray, specials: set[int]) -> np.ndarray:
-    """`[N, T]` float32: 1 where position t's next token (t + 1 <= the extract position) is text, the
-    targets of the auxiliary LM loss."""
-    following = np.zeros_like(ids)
-    following[:, :-1] = ids[:, 1:]
-    before_extract = np.arange(ids.shape[1])[None, :] < extract_index[:, None]
-    return (before_extract & ~np.isin(following, list(specials))).astype(np.float32)
+def gpt_lm_weights(ids, extract_index, specials):
+    """`ids` `[N, T]`, `extract_index` `[N]` -> `[N, T]` float32: 1 where position t's next token (t + 1 <=
+    the extract position) is text, the targets of the auxiliary LM loss (TF ops)."""
+    import tensorflow as tf
+
+    ids = tf.convert_to_tensor(ids)
+    following = tf.concat([ids[:, 1:], tf.zeros_like(ids[:, :1])], axis=1)  # [N, T]
+    before_extract = tf.range(tf.shape(ids)[1])[None, :] < tf.cast(extract_index, tf.int32)[:, None]  # [N, T]
+    special = tf.reduce_any(tf.equal(following[..., None], tf.constant(sorted(specials), ids.dtype)), -1)
+    return tf.cast(before_extract & ~special, tf.float32)
+
+
+def gpt_specials(module) -> tuple[int, int, int]:
+    return tuple(module.token_id(t) for t in (GPT_START, GPT_DELIMITER, GPT_EXTRACT))
+
+
+def pack_sequence(module, parts: list, seq_length: int) -> dict:
+    """One sequence's parts (`[N]` string tensors) -> the family's inputs `[N, T]` (biLM: `text` `[N]`), TF."""
+    import tensorflow as tf
+
+    if module.kind == "bert":
+        segments = [module.preprocessor.tokenize(p) for p in parts]  # each [N, (W), (P)]
+        packed = module.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(seq_length))
+        return {k: tf.cast(packed[k], tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    if module.kind == "bilm":
+        return {"text": parts[0]}
+    specials = gpt_specials(module)
+    ids, extract_index = pack_gpt([module.tokenize(p) for p in parts], seq_length, *specials)
+    return {"input_word_ids": ids, "extract_index": extract_index,
+            "lm_weights": gpt_lm_weights(ids, extract_index, set(specials))}
 
 
 def gpt_sequence(parts: list[list[int]], seq_length: int, start: int, delimiter: int, extract: int):
-    """One example through `pack_gpt`: ids `[T]`, the extract position, LM weights `[T]`."""
+    """One example of piece ids through `pack_gpt`: ids `[T]`, the extract position, LM weights `[T]`."""
     import tensorflow as tf
 
     ids, index = pack_gpt([tf.ragged.constant([p], tf.int64, ragged_rank=1) for p in parts], seq_length, start,
                           delimiter, extract)
-    ids, index = ids.numpy(), index.numpy()
-    return ids[0], int(index[0]), gpt_lm_weights(ids, index, {start, delimiter, extract})[0]
-
-
-def gpt_text_inputs(backbone: Backbone, sequences: list[list[tuple[str, ...]]], seq_length: int) -> dict:
-    """`sequences[s][n]`: the parts of example n's s-th sequence -> `[N, S, T]` GPT inputs."""
-    import tensorflow as tf
-
-    start, delimiter, extract = (backbone.token_id(t) for t in (GPT_START, GPT_DELIMITER, GPT_EXTRACT))
-    ids, indices, weights = [], [], []
-    for parts_of in sequences:
-        pieces = [tf.ragged.constant(backbone.pieces([parts[k] for parts in parts_of]), tf.int64, ragged_rank=1)
-                  for k in range(len(parts_of[0]))]
-        packed, index = (t.numpy() for t in pack_gpt(pieces, seq_length, start, delimiter, extract))
-        ids.append(packed)
-        indices.append(index)
-        weights.append(gpt_lm_weights(packed, index, {start, delimiter, extract}))
-    return {"input_word_ids": np.stack(ids, axis=1), "extract_index": np.stack(indices, axis=1),
-            "lm_weights": np.stack(weights, axis=1)}
+    weights = gpt_lm_weights(ids, index, {start, delimiter, extract})
+    return ids.numpy()[0], int(index.numpy()[0]), weights.numpy()[0]
 
 
 def sequences_for(task: str, kind: str, texts: list[tuple[str, ...]], gpt_pair: str = "entail"):
-    """How each family reads a task's texts: a list over sequences of per-example segment tuples."""
+    """How each family reads a task's texts: a list over sequences of per-example part tuples."""
     if task == "classify":
         return [[t[:1] for t in texts]]
     if task == "pair":
-        if kind == "bert":
-            return [[t[:2] for t in texts]]
-        if kind == "gpt" and gpt_pair == "entail":
-            return [[t[:2] for t in texts]]
-        if kind == "gpt":  # similarity: both orders, representations added
-            return [[t[:2] for t in texts], [(t[1], t[0]) for t in texts]]
-        return [[t[:1] for t in texts], [t[1:2] for t in texts]]  # biLM: each sentence encoded alone
+        return [list(zip(*sequence)) for sequence in pair_sequences(kind, gpt_pair, [t[0] for t in texts],
+                                                                    [t[1] for t in texts])]
     if task == "choice":
         return [[(t[0], t[1 + c]) for t in texts] for c in range(len(texts[0]) - 1)]
     raise ValueError(f"no sequence form for task {task}")
 
 
-def text_inputs(backbone: Backbone, task: str, texts: list[tuple[str, ...]], seq_length: int,
-                gpt_pair: str = "entail") -> dict:
-    sequences = sequences_for(task, backbone.kind, texts, gpt_pair)
-    if backbone.kind == "bert":
-        return bert_text_inputs(backbone, sequences, seq_length)
-    if backbone.kind == "gpt":
-        return gpt_text_inputs(backbone, sequences, seq_length)
-    if task == "choice":
+def text_inputs(module, task: str, texts: list[tuple[str, ...]], seq_length: int, gpt_pair: str = "entail") -> dict:
+    """Examples' texts -> `[N, S, ...]` inputs, each sequence packed by `pack_sequence` in chunks."""
+    import tensorflow as tf
+
+    if module.kind == "bilm" and task == "choice":
         raise ValueError("the biLM has no multiple-choice head: use a BERT or GPT module")
-    return {"text": np.array([[" ".join(seg[0].split()[:seq_length]) for seg in s] for s in zip(*sequences)],
-                             dtype=object)}
+    per_sequence = []
+    for parts_of in sequences_for(task, module.kind, texts, gpt_pair):
+        chunks = []
+        for i in range(0, len(parts_of), CHUNK):
+            chunk = parts_of[i:i + CHUNK]
+            parts = [tf.constant([p[k] for p in chunk]) for k in range(len(chunk[0]))]
+            chunks.append({k: v.numpy() for k, v in pack_sequence(module, parts, seq_length).items()})
+        per_sequence.append({k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]})
+    out = {k: np.stack([p[k] for p in per_sequence], axis=1) for k in per_sequence[0]}
+    if "text" in out:  # the biLM's sentences, as given: back to Python strings
+        out["text"] = np.char.decode(out["text"].astype(bytes), "utf-8").astype(object)
+    return out
 
 
-def bert_tag_inputs(backbone: Backbone, sentences: list[tuple[str, ...]], seq_length: int):
-    """`[CLS] word pieces [SEP]` `[N, T]` and each word's first-piece position (-1: truncated away)."""
-    cls_id, sep_id = backbone.token_id("[CLS]"), backbone.token_id("[SEP]")
-    ids = np.zeros((len(sentences), seq_length), np.int32)
+def bert_first_pieces(module, words, seq_length: int, width=None):
+    """BERT tagging, TF: `words` `[B, (W)]` -> (`[CLS] pieces [SEP]` inputs `[B, T]`, each word's first piece
+    `[B, W]`, whether it fits `[B, W]`). Pieces past `seq_length - 2` are cut by `bert_pack_inputs` (a word
+    cut in the middle keeps its pieces that fit, but no label); every later word does not fit either.
+    `width`: W of the outputs (default the longest sentence)."""
+    import tensorflow as tf
+
+    grouped = module.group_word_pieces(words)  # [B, (W), (P)]
+    counts = grouped.row_lengths(axis=2)  # [B, (W)]
+    per_word = counts.to_tensor()  # [B, W], 0 past the end
+    if width is not None:
+        per_word = tf.pad(per_word, [[0, 0], [0, width - tf.shape(per_word)[1]]])
+    end = tf.math.cumsum(per_word, axis=1)  # [B, W] pieces up to and including each word
+    first = tf.cast(1 + end - per_word, tf.int32)  # [B, W] after [CLS]
+    keep = (end <= tf.cast(seq_length - 2, end.dtype)) & (per_word > 0)  # [B, W]
+    packed = module.preprocessor.bert_pack_inputs([grouped.merge_dims(1, 2)], seq_length=tf.constant(seq_length))
+    x = {k: tf.cast(packed[k], tf.int32) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    return x, first, keep
+
+
+def bert_tag_inputs(module, sentences: list[tuple[str, ...]], seq_length: int):
+    """Sentences of words -> `bert_first_pieces` inputs `[N, T]` and each word's first-piece position
+    (-1: cut off)."""
+    import tensorflow as tf
+
+    rows = {"input_word_ids": [], "input_mask": [], "input_type_ids": []}
     positions = []
-    for n, words in enumerate(backbone.word_pieces(sentences)):
-        row, first = [cls_id], []
-        for pieces in words:
-            pieces = pieces or [backbone.token_id("[UNK]")]  # a word the normaliser empties
-            if len(row) + len(pieces) > seq_length - 1 or (first and first[-1] < 0):
-                first.append(-1)  # this word and every later one are cut off, as the serving graph cuts
-                continue
-            first.append(len(row))
-            row.extend(pieces)
-        row.append(sep_id)
-        ids[n, :len(row)] = row
-        positions.append(first)
-    mask = (ids != 0).astype(np.int32)
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}, positions
+    for i in range(0, len(sentences), CHUNK):
+        chunk = [list(s) for s in sentences[i:i + CHUNK]]
+        x, first, keep = bert_first_pieces(module, tf.ragged.constant(chunk, tf.string, ragged_rank=1), seq_length)
+        for k in rows:
+            rows[k].append(x[k].numpy())
+        first = tf.where(keep, first, -1).numpy()
+        positions.extend(first[n, :len(words)].tolist() for n, words in enumerate(chunk))
+    return {k: np.concatenate(v) for k, v in rows.items()}, positions
 
 
-def bilm_tag_inputs(backbone: Backbone, sentences: list[tuple[str, ...]], max_words: int):
+def bilm_tag_inputs(backbone, sentences: list[tuple[str, ...]], max_words: int):
     """Sentences as the module's text input and each word's first sub-word position (-1: cut off), from
     the same word splitter the module runs (`BasicTokenizer`)."""
     import tensorflow as tf

@@ -56,7 +56,7 @@ def answer_units(units: list[tuple[int, int]], start: int, text: str) -> tuple[i
 
 
 @dataclasses.dataclass
-class Feature:
+class SquadWindow:
     """One window of one example, with fixed-length model inputs."""
 
     example_index: int
@@ -97,7 +97,7 @@ def is_max_context(windows: list[tuple[int, int]], current: int, position: int) 
 
 def make_features(examples: list[SquadExample], unit_pieces: list[list[list[int]]],
                   question_pieces: list[list[int]], cls_id: int, sep_id: int, max_seq_length: int,
-                  doc_stride: int, max_query_length: int, training: bool = False) -> list[Feature]:
+                  doc_stride: int, max_query_length: int, training: bool = False) -> list[SquadWindow]:
     """Windows of every example.
 
     Args:
@@ -133,7 +133,7 @@ def make_features(examples: list[SquadExample], unit_pieces: list[list[list[int]
             ids.append(sep_id)
             types.append(1)
             pad = max_seq_length - len(ids)
-            feature = Feature(index, ids + [0] * pad, [1] * len(ids) + [0] * pad, types + [0] * pad,
+            feature = SquadWindow(index, ids + [0] * pad, [1] * len(ids) + [0] * pad, types + [0] * pad,
                               token_to_unit, max_context)
             if target is not None and start <= target[0] and target[1] < start + span:
                 offset = len(query) + 2 - start
@@ -142,7 +142,7 @@ def make_features(examples: list[SquadExample], unit_pieces: list[list[list[int]
     return features
 
 
-def best_answers(example: SquadExample, scored: list[tuple[Feature, np.ndarray, np.ndarray]], n_best: int = 20,
+def best_answers(example: SquadExample, scored: list[tuple[SquadWindow, np.ndarray, np.ndarray]], n_best: int = 20,
                  max_answer_length: int = 30) -> list[tuple[str, float]]:
     """The n best distinct answer texts for `example` with their probabilities (softmax over the kept
     candidates' start + end logits), best first; `[("", 1.0)]` when no legal span exists."""

@@ -1,5 +1,6 @@
 """Readers for the fine-tuning tasks' files, deterministic splits, label vocabularies and the trivial
-baselines every metric is reported against. Pure Python: no TensorFlow.
+baselines every metric is reported against. Pure Python (no TensorFlow ops); splits hash with the house's
+`preprocessing.stable_random.stable_fraction`.
 
 Formats (UTF-8):
   - classify: `label<TAB>sentence` per line (SST-2's layout).
@@ -13,10 +14,10 @@ Formats (UTF-8):
 
 import collections
 import dataclasses
-import hashlib
 import json
 
 from downstream.finetune.squad import SquadExample, first_sentence
+from preprocessing.stable_random import stable_fraction
 
 
 class TaskDataError(ValueError):
@@ -130,17 +131,12 @@ def read_task(task: str, path: str, tag_column: int = 1) -> list:
     raise TaskDataError(f"unknown task {task!r}")
 
 
-def stable_fraction(key: str, seed: int = 0) -> float:
-    """A number in [0, 1) from `key` and `seed`, the same in every process (sha256, not `hash()`)."""
-    digest = hashlib.sha256(f"{seed}:{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2 ** 64
-
-
 def split_items(items: list, heldout: float, key=lambda index, item: str(index), seed: int = 0):
-    """`(train, heldout)`: each item goes to heldout when `stable_fraction(key(i, item), seed) < heldout`."""
+    """`(train, heldout)`: each item goes to heldout when `stable_fraction(seed, key(i, item)) < heldout`
+    (`preprocessing.stable_random`, the house's stable hash)."""
     train, rest = [], []
     for index, item in enumerate(items):
-        (rest if stable_fraction(key(index, item), seed) < heldout else train).append(item)
+        (rest if stable_fraction(seed, key(index, item)) < heldout else train).append(item)
     return train, rest
 
 

@@ -24,7 +24,7 @@ import json
 import tensorflow as tf
 
 from models.bilm import bilm_tf_options
-from models.scalar_mix import ScalarMix
+from models.scalar_mix import ScalarMix, elmo_layers
 from preprocessing.elmo_chars import add_sentence_boundaries, char_ids
 from serving.export.hub_module import ReusableModule
 from serving.export.saved_models import SavedModelSpec
@@ -64,8 +64,7 @@ class ElmoModule(ReusableModule):
             layers = {"word_emb": strip(out["word_emb"])}  # [B, T, P]
             for k in range(1, config.n_lstm_layers + 1):
                 layers[f"lstm_outputs{k}"] = strip(out[f"lstm_outputs{k}"])  # [B, T, 2L]
-            mixed = mix([tf.concat([layers["word_emb"]] * 2, axis=-1)]
-                        + [layers[f"lstm_outputs{k}"] for k in range(1, config.n_lstm_layers + 1)]) * mask
+            mixed = mix(elmo_layers(layers)) * mask  # [B, T, 2L]
             count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)  # [B, 1]
             return {**layers, "elmo": mixed, "default": tf.reduce_sum(mixed, axis=1) / count,
                     "sequence_len": lengths}

@@ -104,7 +104,7 @@ def test_bert_word_vectors_are_the_mean_of_their_pieces(encoders):
 def test_gpt_word_vectors_read_the_modules_hidden_states_after_a_document_start(encoders):
     encoder = encoders["gpt"]
     ids = encoder.module.tokenize(tf.constant(["the river bank"])).to_list()[0]
-    sep = encoder.cls_sep[1]
+    sep = encoder.exported.token_id("[SEP]")
     out = encoder.module({"input_word_ids": tf.constant([[sep] + ids], tf.int32)}, training=False)
     [enc] = encoder.encode(["the river bank"])
     np.testing.assert_allclose(enc.hidden[-1], out["hidden_states"].numpy()[0, 1:], atol=1e-5)

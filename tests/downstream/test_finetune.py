@@ -13,6 +13,7 @@ import tensorflow as tf
 from downstream.finetune import cli as finetune
 from downstream.finetune import task_data
 from downstream.finetune import inputs as inputs_lib
+from downstream.module import ExportedModule
 from serving.export import cli as export
 from tests.serving.test_export import _train
 
@@ -62,7 +63,7 @@ def test_classifiers_learn_and_beat_the_majority_class(exports, sentiment, tmp_p
 
 
 def test_gpt_inputs_are_radfords_transformations_and_the_aux_lm_loss_is_added(exports, tmp_path):
-    backbone = inputs_lib.Backbone.load(exports["gpt"])
+    backbone = ExportedModule.load(exports["gpt"])
     start, delim, extract = (backbone.token_id(t) for t in ("[SEP]", "[CLS]", "[MASK]"))
     a, b = backbone.pieces(["the river", "a bank"])
     x = inputs_lib.text_inputs(backbone, "pair", [("the river", "a bank")], 10, gpt_pair="similarity")
@@ -85,7 +86,7 @@ def test_gpt_inputs_are_radfords_transformations_and_the_aux_lm_loss_is_added(ex
 
 
 def test_bert_pairs_use_both_segments(exports, tmp_path):
-    backbone = inputs_lib.Backbone.load(exports["bert"])
+    backbone = ExportedModule.load(exports["bert"])
     x = inputs_lib.text_inputs(backbone, "pair", [("the river", "a bank")], 12)
     a, b = backbone.pieces(["the river", "a bank"])
     assert x["input_word_ids"][0, 0].tolist()[:len(a + b) + 3] == [2, *a, 3, *b, 3]
@@ -118,7 +119,7 @@ def _tag_file(path):
 
 
 def test_bert_tagger_maps_first_pieces_to_words_and_serves_the_same_tags(exports, tmp_path):
-    backbone = inputs_lib.Backbone.load(exports["bert"])
+    backbone = ExportedModule.load(exports["bert"])
     sentence = ("grass", "bank", "of")
     assert [len(p) for p in backbone.word_pieces([sentence])[0]] == [5, 1, 1]  # g ##r ##a ##s ##s
     x, positions = inputs_lib.bert_tag_inputs(backbone, [sentence], 10)
@@ -139,7 +140,7 @@ def test_bert_tagger_maps_first_pieces_to_words_and_serves_the_same_tags(exports
 
 
 def test_elmo_tagger_learns_its_own_mix_over_the_frozen_module(exports, tmp_path):
-    backbone = inputs_lib.Backbone.load(exports["bilm"])
+    backbone = ExportedModule.load(exports["bilm"])
     x, positions = inputs_lib.bilm_tag_inputs(backbone, [("they", "don't", "bank", "!")], 10)
     assert positions == [[0, 1, 4, 5]]  # "don't" is don ' t for the module's splitter
     assert x["text"].tolist() == ["they don't bank !"]
@@ -162,7 +163,7 @@ def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_wo
     assert ids.tolist() == [[3, 4, 5, 6, 2, 7], [2, 1, 0, 0, 0, 0]]  # 0 padding, 1 not in the vocabulary
     casing = heads.WordCasing()(split(tf.constant(["They don't USE iPads 42", ""]))).numpy()
     assert casing.tolist() == [[2, 1, 1, 1, 3, 4], [0] * 6]  # They don ' t USE iPads (42 cut at 6)
-    backbone = inputs_lib.Backbone.load(exports["bilm"])
+    backbone = ExportedModule.load(exports["bilm"])
     for dim in (8, 0):
         model = heads.build_model("tag", backbone, 3, _config(task_word_dim=dim).resolved("bilm"), 1, words)
         names = {layer.name for layer in model.layers}
@@ -180,7 +181,7 @@ def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_wo
 def test_elmo_module_is_frozen_by_default_and_trains_with_train_module(exports, sentiment, tmp_path):
     from downstream.finetune import heads
 
-    backbone = inputs_lib.Backbone.load(exports["bilm"])
+    backbone = ExportedModule.load(exports["bilm"])
     for train_module in (False, True):
         config = _config(epochs=2, train_module=train_module)
         encoded = finetune.encode("classify", backbone, task_data.read_classification(sentiment[0]),
