@@ -59,7 +59,7 @@ def consumed(runs, tmp_path_factory):
     texts, result = root / "texts.json", root / "out.npz"
     texts.write_text(json.dumps(TEXTS))
     args = [f"{kind}={export_dir}" for kind, (_, export_dir) in runs.items()]
-    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "export_consumer.py"), str(result), str(texts), *args],
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fixtures", "export_consumer.py"), str(result), str(texts), *args],
                    check=True, timeout=300)
     return dict(np.load(result))
 
