@@ -144,3 +144,11 @@ def test_user_message_finds_the_innermost_user_error_in_a_workers_text():
         assert user_message(e) == "inner"
     with pytest.raises(UserError, match=r"--x 1.5 is out of range; allowed: \(0, 1\)"):
         check_range("--x", 1.5, 0, 1, low_open=True, high_open=True)
+
+
+def test_sentence_pairs_refuses_a_length_that_holds_no_pair():
+    from preprocessing.sentence_pairs import PairConfig
+
+    with pytest.raises(ValueError, match="max_seq_length 4 is below 5"):
+        PairConfig(max_seq_length=4)
+    assert PairConfig(max_seq_length=5).max_seq_length == 5
