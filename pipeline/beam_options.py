@@ -3,7 +3,9 @@
 Options: without `--runner`, jobs run on the `DirectRunner` in multi-processing mode with one worker per
 core: offline, all cores, no Prism download (which a bare `DirectRunner` in Beam 2.77 attempts first). Any
 other runner (`DataflowRunner`, `FlinkRunner`, `PortableRunner`, the Dask runner, `FnApiRunner` for
-in-process tests) is passed through unchanged. See docs/distributed_runners.md.
+in-process tests) is passed through unchanged. See docs/distributed_runners.md. Options that neither the
+job nor Beam (nor the named runner) knows are refused before the job starts (Beam itself only logs
+"Discarding unparseable args" and runs with the default: a mistyped `--max_seq_lenght 4` would be lost).
 
 DoFns: runners pickle DoFns, and some (Beam's Dask runner) pickle one again after calling its `setup()` on
 it. `SetupDoFn` leaves the state built in `setup()` (TF functions, tokenizers) out of the pickle.
@@ -14,13 +16,20 @@ Beam metrics get the same numbers for live monitoring where the runner has them.
 """
 
 import collections
+import importlib
+import logging
 import sys
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+from preprocessing.user_errors import UserError, check_range, verbose_wanted
 
 LOCAL_DEFAULTS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+# Loggers that print a failing bundle's whole traceback, which the launcher reports itself in one line: the
+# relay of local workers' log lines (multi-processing DirectRunner), and the DoFn runner (in-process runners).
+_BUNDLE_ERROR_LOGGERS = ("apache_beam.runners.portability.local_job_service", "apache_beam.runners.common")
 
 THREADED_DIRECT_WARNING = (
     "warning: --direct_running_mode multi_threading can corrupt elements on Beam 2.77 (its data plane "
@@ -36,6 +45,46 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
         print(THREADED_DIRECT_WARNING, file=sys.stderr)
     return options
 
+
+
+def check_beam_args(beam_args: list[str]) -> None:
+    """Raises `UserError` for an option Beam does not know or a worker count out of range."""
+    _import_named_runner(beam_args)
+    options = PipelineOptions(list(beam_args))
+    beams_warning = logging.getLogger("apache_beam.options.pipeline_options")
+    level = beams_warning.level
+    beams_warning.setLevel(logging.ERROR)  # its "Discarding unparseable args": the error below says it
+    try:
+        known = options.get_all_options(retain_unknown_options=False)
+        every = options.get_all_options(retain_unknown_options=True)
+    finally:
+        beams_warning.setLevel(level)
+    unknown = sorted(set(every) - set(known))
+    if unknown:
+        raise UserError(f"unknown option --{unknown[0]} (neither this job's nor Beam's; see --help)")
+    check_range("--direct_num_workers", options.view_as(DirectOptions).direct_num_workers or 0, 0, 1024)
+
+
+def quiet_worker_logs(verbose: bool = False) -> None:
+    """Hides the tracebacks Beam logs for a failing bundle (and local workers' relayed lines) unless
+    `--verbose`."""
+    if not verbose_wanted(verbose):
+        for name in _BUNDLE_ERROR_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _import_named_runner(beam_args: list[str]) -> None:
+    """A runner given by its module path (`apache_beam.runners.dask.dask_runner.DaskRunner`) defines its own
+    options (`--dask_client_address`, ...): import it, so that they count as known."""
+    for i, arg in enumerate(beam_args):
+        name = arg.partition("=")[2] if arg.startswith("--runner=") else (
+            beam_args[i + 1] if arg == "--runner" and i + 1 < len(beam_args) else "")
+        module = name.rpartition(".")[0]
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                raise UserError(f"--runner {name}: cannot import {module} ({e})") from None
 
 class SetupDoFn(beam.DoFn):
     """A DoFn whose `setup()` state never travels: attributes named in `setup_state` are left out of the

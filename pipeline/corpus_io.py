@@ -10,6 +10,7 @@ lose data, so gzip is read with Python's `gzip` module, which checks the end-of-
 import collections
 import contextlib
 import gzip
+import os
 import zlib
 from typing import Iterator
 
@@ -17,14 +18,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from pipeline.beam_options import Counts
 
+from preprocessing.user_errors import UserError
+
 NAMESPACE = "corpus"
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """The input corpus cannot be read as asked."""
 
 
-class InputFileError(ValueError):
+class InputFileError(UserError):
     """An input file cannot be read to its end (the job stops: skipping it would silently lose data)."""
 
 
@@ -60,6 +63,10 @@ def check_pattern(pattern: str) -> list[str]:
         raise CorpusError(f"cannot list input files {pattern!r}: {e}") from e
     if not matches:
         raise CorpusError(f"no input files match {pattern!r}")
+    folders = [m.path for m in matches if "://" not in m.path and os.path.isdir(m.path)]
+    if folders:
+        raise CorpusError(f"--input {folders[0]} is a folder; give a file pattern such as "
+                          f"'{os.path.join(folders[0], '*.txt')}'")
     return sorted(m.path for m in matches)
 
 

@@ -28,13 +28,16 @@ import apache_beam as beam
 import tensorflow as tf
 
 from pipeline import corpus_io
-from pipeline.beam_options import Counts, pipeline_options, split_counts, total
+from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
+                                     total)
 from pipeline.documents import ReadDocuments
+from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
 from pipeline.shard_writer import previous_run, write_metadata
-from preprocessing import schema, stable_random
+from preprocessing import schema, sentence_pairs, stable_random
 from preprocessing.readers import METADATA
-from preprocessing.vocabulary import Vocabulary, VocabularyError
+from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
+from preprocessing.vocabulary import Vocabulary
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
 _BATCH_DOCUMENTS = 256
@@ -102,8 +105,8 @@ def _finish(gathered, output_dir, metadata, num_shards):
     counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
     examples = sum(s["examples"] for s in summaries)
     if examples == 0:
-        raise ValueError("the corpus produced no examples (empty, or every document shorter than one "
-                         "window); no metadata.json written")
+        raise UserError("the corpus produced no examples (empty, or every document shorter than one window): "
+                        "check --input, or lower --max_seq_length; nothing written")
     write_metadata(output_dir, {**metadata, "config": {**metadata["config"], "num_shards": num_shards},
                                 "files": [s["file"] for s in summaries],
                                 "examples_per_file": {s["file"]: s["examples"] for s in summaries},
@@ -134,25 +137,44 @@ def parse_args(argv):
     case.add_argument("--lower_case", dest="lower_case", action="store_true", default=None)
     case.add_argument("--cased", dest="lower_case", action="store_false")
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_known_args(argv)
 
 
+MIN_LENGTH = {"bert": sentence_pairs.MIN_SEQ_LENGTH, "gpt": 1, "bilm": 1}
+MAX_SHARDS = 99_999  # shard names have five digits
+
+
+def check_args(args, beam_args) -> None:
+    """Every parameter's range and every path, before anything runs; raises `UserError`."""
+    check_beam_args(beam_args)
+    length = args.max_seq_length or DEFAULT_LENGTH[args.model]
+    check_range("--max_seq_length", length, MIN_LENGTH[args.model])
+    check_range("--max_predictions_per_seq", args.max_predictions_per_seq, 1,
+                length if args.model == "bert" else None)
+    check_range("--masked_lm_prob", args.masked_lm_prob, 0.0, 1.0, low_open=True)
+    check_range("--dupe_factor", args.dupe_factor, 1)
+    check_range("--short_seq_prob", args.short_seq_prob, 0.0, 1.0)
+    check_range("--seed", args.seed, 0, 2**63 - 1)
+    check_range("--num_shards", args.num_shards, 0, MAX_SHARDS)
+    check_range("--docs_per_bucket", args.docs_per_bucket, 1)
+    require_file("--vocab", args.vocab)
+    writable_dir("--output_dir", args.output_dir)
+
+
 def prepare(args) -> tuple[JobConfig, list[str]]:
-    """Checks everything that can be checked before the job runs; raises ValueError with the reason."""
-    try:
-        vocab = Vocabulary.from_file(args.vocab)
-    except VocabularyError as e:
-        raise ValueError(str(e)) from e
+    """Checks everything that can be checked before the job runs; raises `UserError` with the reason."""
+    vocab = Vocabulary.from_file(args.vocab)
     lower_case = (not vocab.looks_cased) if args.lower_case is None else args.lower_case
     if lower_case and vocab.looks_cased:
-        raise ValueError(f"--lower_case with a cased vocabulary ({args.vocab} has upper-case entries)")
+        raise UserError(f"--lower_case with a cased vocabulary ({args.vocab} has upper-case entries)")
     if not lower_case and not vocab.looks_cased:
-        raise ValueError(f"--cased with an uncased vocabulary ({args.vocab} has no upper-case entries)")
+        raise UserError(f"--cased with an uncased vocabulary ({args.vocab} has no upper-case entries)")
     files = corpus_io.check_pattern(args.input)
     old = previous_run(args.output_dir)
     if old and not args.overwrite:
-        raise ValueError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}...); "
-                         f"pass --overwrite to replace it")
+        raise UserError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}...); "
+                        f"pass --overwrite to replace it")
     length = args.max_seq_length or DEFAULT_LENGTH[args.model]
     config = JobConfig(model=args.model, vocab_tokens=vocab.tokens, lower_case=lower_case, max_seq_length=length,
                        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
@@ -161,8 +183,9 @@ def prepare(args) -> tuple[JobConfig, list[str]]:
     return config, files
 
 
-def _clear(output_dir: str) -> None:
-    for name in [METADATA] + [f for f in previous_run(output_dir) if f != METADATA]:  # metadata first
+def _clear(output_dir: str, vocab: bool = False) -> None:
+    names = [f for f in previous_run(output_dir) if f != METADATA] + (["vocab.txt"] if vocab else [])
+    for name in [METADATA] + names:  # metadata first
         path = os.path.join(output_dir, name)
         if tf.io.gfile.exists(path):
             tf.io.gfile.remove(path)
@@ -170,18 +193,30 @@ def _clear(output_dir: str) -> None:
 
 def run(argv=None) -> int:
     args, beam_args = parse_args(argv)
+    quiet_worker_logs(args.verbose)
     try:
-        config, files = prepare(args)
-    except (ValueError, corpus_io.CorpusError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _run(args, beam_args)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
+
+
+def _run(args, beam_args) -> int:
+    check_args(args, beam_args)
+    config, files = prepare(args)
+    created = not tf.io.gfile.exists(args.output_dir)
     tf.io.gfile.makedirs(args.output_dir)
     _clear(args.output_dir)
-    Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, "vocab.txt"))
     print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
-        build_pipeline(p, args, config, files)
+    try:
+        Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, "vocab.txt"))
+        with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
+            build_pipeline(p, args, config, files)
+    except BaseException:  # a failed run leaves nothing that looks like output (KeyboardInterrupt too)
+        _clear(args.output_dir, vocab=True)
+        if created and not tf.io.gfile.listdir(args.output_dir):
+            tf.io.gfile.rmtree(args.output_dir)
+        raise
     _report(args, time.time() - started)
     return 0
 

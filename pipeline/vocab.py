@@ -22,11 +22,15 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import corpus_io
-from pipeline.beam_options import Counts, SetupDoFn, pipeline_options, split_counts, total
+from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_options, quiet_worker_logs,
+                                     split_counts, total)
+from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
+from preprocessing.user_errors import UserError, check_range, exit_status, writable_file
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 _BATCH_LINES = 4096
+INCOMPLETE = ".incomplete"
 
 
 class CountWordsInBatch(SetupDoFn):
@@ -78,11 +82,25 @@ def _write_vocabulary(gathered: list, config: LearnerConfig, output: str, job_co
     meta = {"config": job_config, "vocab_size": len(tokens), "distinct_words": len(word_counts),
             "words": sum(c for _, c in word_counts), "sha256": vocab.sha256,
             "counters": total(x for x in gathered if isinstance(x, Counts))}
-    for path, text in ((output, vocab.to_text()), (output + ".json", json.dumps(meta, indent=2) + "\n")):
-        tmp = path + ".incomplete"
-        with tf.io.gfile.GFile(tmp, "w") as f:
+    if os.path.dirname(output):
+        tf.io.gfile.makedirs(os.path.dirname(output))
+    files = ((output, vocab.to_text()), (output + ".json", json.dumps(meta, indent=2) + "\n"))
+    for path, text in files:  # both written aside first, then both renamed
+        with tf.io.gfile.GFile(path + INCOMPLETE, "w") as f:
             f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+    for path, _ in files:
+        tf.io.gfile.rename(path + INCOMPLETE, path, overwrite=True)
+
+
+def _remove_partial(output: str) -> None:
+    """After a failed run: no `.incomplete` file, and no vocabulary without its metadata."""
+    import tensorflow as tf
+
+    for path in (output + INCOMPLETE, output + ".json" + INCOMPLETE):
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    if tf.io.gfile.exists(output) and not tf.io.gfile.exists(output + ".json"):
+        tf.io.gfile.remove(output)
 
 
 def build_pipeline(p: beam.Pipeline, args: argparse.Namespace) -> None:
@@ -114,23 +132,50 @@ def parse_args(argv):
     parser.add_argument("--num_unused", type=int, default=0, help="[unused*] slots after the reserved tokens")
     parser.add_argument("--min_frequency", type=int, default=2)
     parser.add_argument("--limit_alphabet", type=int, default=1000)
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_known_args(argv)
+
+
+MAX_VOCAB_SIZE = 1 << 22
+
+
+def check_args(args, beam_args) -> list[str]:
+    """Every parameter's range and every path, before anything runs; returns the input files."""
+    check_beam_args(beam_args)
+    missing = [t for t in SPECIAL_TOKENS if t not in args.reserved_tokens]
+    if missing:
+        raise UserError(f"--reserved_tokens lacks {' '.join(missing)}")
+    repeated = sorted({t for t in args.reserved_tokens if args.reserved_tokens.count(t) > 1})
+    if repeated:
+        raise UserError(f"--reserved_tokens repeats {' '.join(repeated)}")
+    check_range("--num_unused", args.num_unused, 0, MAX_VOCAB_SIZE)
+    reserved = len(args.reserved_tokens) + args.num_unused
+    check_range("--vocab_size", args.vocab_size, reserved + 1, MAX_VOCAB_SIZE)  # room after the reserved tokens
+    check_range("--min_frequency", args.min_frequency, 1)
+    check_range("--limit_alphabet", args.limit_alphabet, 1)
+    writable_file("--output", args.output)
+    writable_file("--output", args.output + ".json")
+    return corpus_io.check_pattern(args.input)
 
 
 def run(argv=None) -> int:
     args, beam_args = parse_args(argv)
-    missing = [t for t in SPECIAL_TOKENS if t not in args.reserved_tokens]
-    if missing:
-        print(f"error: --reserved_tokens lacks {' '.join(missing)}", file=sys.stderr)
-        return 2
+    quiet_worker_logs(args.verbose)
     try:
-        files = corpus_io.check_pattern(args.input)
-    except corpus_io.CorpusError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _run(args, beam_args)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
+
+
+def _run(args, beam_args) -> int:
+    files = check_args(args, beam_args)
     print(f"vocab: {len(files)} input file(s) match {args.input!r}", file=sys.stderr)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
-        build_pipeline(p, args)
+    try:
+        with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
+            build_pipeline(p, args)
+    except BaseException:
+        _remove_partial(args.output)
+        raise
     with FileSystems.open(args.output + ".json") as f:  # the counters travel with the data (any runner)
         meta = json.load(f)
     for name, value in {**meta["counters"], "words": meta["words"], "distinct_words": meta["distinct_words"]}.items():

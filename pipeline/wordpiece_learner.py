@@ -14,6 +14,7 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator
 
+from preprocessing.user_errors import UserError
 from preprocessing.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
 
 # Words are fed to the trainer as space-joined text in chunks of about this many characters.
@@ -55,16 +56,17 @@ def learn_vocabulary(word_counts: Iterable[tuple[str, int]], config: LearnerConf
     """Returns the vocabulary (a list of tokens, id = position) learned from `(word, count)` pairs.
 
     Raises:
-      ValueError: when there is nothing to learn from, or the size cannot hold the reserved tokens.
+      UserError: when there is nothing to learn from, or the size cannot hold the reserved tokens.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     word_counts = sorted((w, c) for w, c in word_counts if w and " " not in w and c > 0)
     if not word_counts:
-        raise ValueError("the corpus holds no words to learn a vocabulary from")
+        raise UserError("the corpus holds no words to learn a vocabulary from: check --input")
     reserved = list(config.reserved_tokens) + [f"[unused{i}]" for i in range(config.num_unused)]
     if config.vocab_size <= len(reserved):
-        raise ValueError(f"vocab_size {config.vocab_size} leaves no room after {len(reserved)} reserved tokens")
+        raise UserError(f"--vocab_size {config.vocab_size} leaves no room after {len(reserved)} reserved tokens: "
+                        f"use --vocab_size > {len(reserved)}")
 
     alphabet = _alphabet(word_counts, config.limit_alphabet)
     continuations = [SUFFIX_INDICATOR + c for c in alphabet]

@@ -14,12 +14,13 @@ import os
 import tensorflow as tf
 
 from preprocessing import masking, schema
+from preprocessing.user_errors import UserError
 from preprocessing.vocabulary import Vocabulary
 
 METADATA = "metadata.json"
 
 
-class DataMismatchError(ValueError):
+class DataMismatchError(UserError):
     """The data on disk is not what the reader was asked to read."""
 
 

@@ -24,6 +24,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+MIN_SEQ_LENGTH = 5
+
 class Document(NamedTuple):
     """`ids[bounds[i]:bounds[i + 1]]` is sentence `i`; sentences are non-empty."""
 
@@ -45,6 +47,11 @@ class PairConfig:
     max_seq_length: int = 128
     short_seq_prob: float = 0.1
     random_next_prob: float = 0.5
+
+    def __post_init__(self):
+        if self.max_seq_length < MIN_SEQ_LENGTH:  # a random target is drawn from [2, max_seq_length - 3]
+            raise ValueError(f"max_seq_length {self.max_seq_length} is below {MIN_SEQ_LENGTH}, the shortest "
+                             f"pair: [CLS] a [SEP] b [SEP]")
 
 
 class Instance(NamedTuple):

@@ -10,12 +10,14 @@ import hashlib
 
 import tensorflow as tf
 
+from preprocessing.user_errors import UserError
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 SUFFIX_INDICATOR = "##"
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError):
     """A vocabulary file is missing, empty or lacks what the tokenizer needs."""
 
 

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from models.bert import PRESETS, BertConfig
-from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights
+from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights, unreadable
 
 TF1_CHECKPOINT, TF1_CONFIG = "bert_model.ckpt", "bert_config.json"
 HF_WEIGHTS, HF_CONFIG, HF_INDEX = "model.safetensors", "config.json", "model.safetensors.index.json"
@@ -241,8 +241,12 @@ class TF1Tensors:
     def __init__(self, prefix: str):
         import tensorflow as tf
 
-        self.reader = tf.train.load_checkpoint(prefix)
-        self.shapes = self.reader.get_variable_to_shape_map()
+        self.prefix = prefix
+        try:
+            self.reader = tf.train.load_checkpoint(prefix)
+            self.shapes = self.reader.get_variable_to_shape_map()
+        except (tf.errors.OpError, IndexError, ValueError) as e:
+            raise unreadable(f"{prefix}.index", e) from None
 
     def names(self):
         return sorted(self.shapes)
@@ -254,7 +258,12 @@ class TF1Tensors:
         return tuple(self.shapes[name])
 
     def get(self, name):
-        return np.asarray(self.reader.get_tensor(name))
+        import tensorflow as tf
+
+        try:
+            return np.asarray(self.reader.get_tensor(name))
+        except (tf.errors.OpError, IndexError, ValueError) as e:  # IndexError: a cut data file
+            raise unreadable(f"{self.prefix}.data-*", e, name) from None
 
 
 class SafetensorsTensors:
@@ -264,7 +273,13 @@ class SafetensorsTensors:
     def __init__(self, files: list[str]):
         from safetensors import safe_open
 
-        self.handles = [safe_open(f, framework="np") for f in files]
+        self.handles, self.files = [], {}
+        for f in files:
+            try:
+                self.handles.append(safe_open(f, framework="np"))
+            except Exception as e:  # noqa: BLE001 - SafetensorError (not importable by name), OSError
+                raise unreadable(f, e) from None
+            self.files[id(self.handles[-1])] = f
         self.where = {name: h for h in self.handles for name in h.keys()}
 
     def names(self):
@@ -277,7 +292,10 @@ class SafetensorsTensors:
         return tuple(self.where[name].get_slice(name).get_shape())
 
     def get(self, name):
-        return self.where[name].get_tensor(name)
+        try:
+            return self.where[name].get_tensor(name)
+        except Exception as e:  # noqa: BLE001 - a truncated file fails here
+            raise unreadable(self.files[id(self.where[name])], e, name) from None
 
 
 def tf1_prefix(path: str) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from models.bilm import BiLMConfig, bilm_tf_options
 from models.bilm_layers import BILM_TF_NAMES
-from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights
+from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights, unreadable
 
 WEIGHTS_FILE, OPTIONS_FILE = "weights.hdf5", "options.json"
 SOFTMAX = (("softmax/W", "bilm/softmax/kernel"), ("softmax/b", "bilm/softmax/bias"))
@@ -99,7 +99,7 @@ def read_source(checkpoint: str, config_path: str | None):
     try:
         handle = h5py.File(checkpoint, "r")
     except OSError as e:
-        raise ConversionError(f"{checkpoint} is not an hdf5 file: {e}") from None
+        raise unreadable(checkpoint, e) from None
     return handle, options, config_path
 
 
@@ -117,7 +117,11 @@ def load(model, config: BiLMConfig, h5, source: str) -> list[str]:
             raise ConversionError(f"{source} lacks {name}: not a bilm-tf weight file of the model that the "
                                   f"options describe")
         check_shape(name, h5[name].shape, from_ours(np.zeros(shapes[path], np.int8), layout).shape, source)
-        arrays[path] = to_ours(np.asarray(h5[name][...]), layout)
+        try:
+            array = np.asarray(h5[name][...])
+        except (OSError, KeyError, RuntimeError) as e:  # a truncated file fails here
+            raise unreadable(h5.filename, e, name) from None
+        arrays[path] = to_ours(array, layout)
     if all(name in h5 for name, _ in SOFTMAX):
         for name, path in SOFTMAX:
             check_shape(name, h5[name].shape, shapes[path], source)

@@ -15,7 +15,8 @@ continues pretraining it, `serving.export` exports it, fine-tuning loads it. Eve
 weights a checkpoint lacks (BERT's pooler or heads, the biLM's softmax) keep a fresh initialisation and are
 listed. Casing: `--cased`/`--lower_case`, else HuggingFace's `tokenizer_config.json`, else uncased unless the
 vocabulary has upper-case entries. `--to` writes the files the format's own tools read. Exit status 2 on bad
-input, with the reason (a config that does not match the weights names the first tensor and both shapes).
+input, with the reason in one line (a config that does not match the weights names the first tensor and both
+shapes; an unreadable or truncated checkpoint names the file); `--verbose` adds the traceback.
 """
 
 import argparse
@@ -43,7 +44,21 @@ def parse_args(argv):
     case = parser.add_mutually_exclusive_group()
     case.add_argument("--cased", dest="lower_case", action="store_false", default=None)
     case.add_argument("--lower_case", dest="lower_case", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_args(argv)
+
+
+def check_args(args) -> None:
+    """Ranges and paths, before anything is read or written; raises `UserError`."""
+    from preprocessing.user_errors import check_range, writable_dir
+
+    if args.max_seq_length is not None:
+        check_range("--max_seq_length", args.max_seq_length, 1)
+    check_range("--max_predictions_per_seq", args.max_predictions_per_seq, 1, args.max_seq_length)
+    if args.source:
+        writable_dir("--model_dir", args.model_dir)
+    elif args.output:
+        writable_dir("--output", args.output)
 
 
 def _format(name: str) -> str:
@@ -152,9 +167,10 @@ def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
-    from models.convert.common import ConversionError
+    from preprocessing.user_errors import exit_status
 
     try:
+        check_args(args)
         if args.source:
             result = import_checkpoint(args.source, args.checkpoint, args.model_dir, args.config, args.vocab,
                                        args.max_seq_length, args.max_predictions_per_seq, args.lower_case)
@@ -162,9 +178,12 @@ def main(argv=None) -> int:
                 print(f"not in the checkpoint, freshly initialised: {', '.join(result['fresh'])}", file=sys.stderr)
         else:
             result = export_checkpoint(args.target, args.model_dir, args.output)
-    except (ConversionError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except FileNotFoundError as e:
+        from preprocessing.user_errors import UserError
+
+        return exit_status(UserError(str(e)), args.verbose)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
     print(json.dumps(result))
     return 0
 

@@ -11,9 +11,19 @@ import os
 
 import numpy as np
 
+from preprocessing.user_errors import UserError
 
-class ConversionError(ValueError):
+
+class ConversionError(UserError):
     """The checkpoint, its config or its vocabulary cannot be converted; the message says why."""
+
+
+def unreadable(path: str, error: Exception, tensor: str | None = None) -> ConversionError:
+    """The error for a checkpoint file that cannot be read (corrupt, truncated, another format)."""
+    reason = " ".join(str(error).split())[:300] or type(error).__name__
+    where = f" (reading {tensor})" if tensor else ""
+    return ConversionError(f"cannot read the checkpoint file {path}{where}: {reason}; is it complete? "
+                           f"download or copy it again")
 
 
 def beside(path: str, name: str) -> str:

@@ -6,7 +6,8 @@
 Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint, and runs the task's
 metrics over the data (all full batches, or `--steps` of them): BERT `mlm_accuracy`, `mlm_loss`,
 `nsp_accuracy`; GPT `loss`, `perplexity`; biLM `forward_perplexity`, `backward_perplexity`, `perplexity`.
-Writes them to `model_dir/metrics.json` and prints them as one JSON object on the last line.
+Writes them to `model_dir/metrics.json` and prints them as one JSON object on the last line (a
+non-finite metric is `null`). Bad input: exit status 2 and one line on stderr (`--verbose`: the traceback).
 """
 
 import argparse
@@ -21,8 +22,9 @@ import tensorflow as tf
 from models import families
 from models.training import distribute
 from models.training.train import distributed_dataset
-from models.training.trainer import Trainer
+from models.training.trainer import Trainer, json_safe
 from preprocessing import readers
+from preprocessing.user_errors import UserError, check_range, exit_status, require_dir, require_file, writable_file
 
 METRICS_FILE = "metrics.json"
 
@@ -35,7 +37,19 @@ def parse_args(argv):
     parser.add_argument("--batch_size", type=int, default=None, help="default: the training batch size")
     parser.add_argument("--strategy", default="auto", choices=["auto", "tpu", "multi_worker", "mirrored", "default"])
     parser.add_argument("--tpu", default=None)
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_args(argv)
+
+
+def check_args(args) -> None:
+    """Ranges and paths, before any model is built; raises `UserError`."""
+    if args.steps is not None:
+        check_range("--steps", args.steps, 1)
+    if args.batch_size is not None:
+        check_range("--batch_size", args.batch_size, 1)
+    require_dir("--model_dir", args.model_dir)
+    require_file("--model_dir", os.path.join(args.model_dir, families.CONFIG_FILE))
+    writable_file("--model_dir", os.path.join(args.model_dir, METRICS_FILE))
 
 
 def evaluate(model_dir: str, eval_data: str, steps: int | None = None, batch_size: int | None = None,
@@ -72,14 +86,19 @@ def main(argv=None) -> int:
     logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-checkpoint "Sharding callback" lines
     args = parse_args(argv)
     try:
+        check_args(args)
         strategy = distribute.make_strategy(args.strategy, args.tpu)
-        result = evaluate(args.model_dir, args.eval_data, args.steps, args.batch_size, strategy)
-    except (readers.DataMismatchError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        try:
+            result = json_safe(evaluate(args.model_dir, args.eval_data, args.steps, args.batch_size, strategy))
+        except (FileNotFoundError, ValueError) as e:  # raised before any evaluation: about the input
+            if isinstance(e, UserError):
+                raise
+            raise UserError(str(e)) from e
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
     with tf.io.gfile.GFile(os.path.join(args.model_dir, METRICS_FILE), "w") as f:
-        json.dump({"eval_data": args.eval_data, **result}, f, indent=2)
-    print(json.dumps(result))
+        json.dump({"eval_data": args.eval_data, **result}, f, indent=2, allow_nan=False)
+    print(json.dumps(result, allow_nan=False))
     return 0
 
 

@@ -8,13 +8,17 @@ The data's `metadata.json` is checked before anything is built (model kind, sequ
 vocabulary size becomes the model's). Running again with the same `model_dir` resumes from the last
 checkpoint (model, optimizer, step and data position); the model config must then be the one saved in
 `model_dir/config.json`, while training fields may change (e.g. more `train_steps`). The last line printed
-is one JSON object with the final training metrics.
+is one JSON object with the final training metrics (a non-finite value is `null`).
 
 Continued pretraining: `--init_checkpoint SOURCE` (a model_dir, e.g. one `models.convert` wrote) starts a new
 `model_dir` from SOURCE's weights only (fresh optimizer, step 0), as google-research/bert's flag does; the
 model kind, preset and config default to SOURCE's config.json, its vocabulary must be the data's, and its
 weights' shapes the model's (checked before anything is written). Weights SOURCE lacks start fresh and are
 logged. A `model_dir` that already holds checkpoints resumes from them and ignores the flag.
+
+Exit status: 0 done; 2 bad input (one line on stderr, `--verbose` for the traceback); 3 a corrupt shard;
+4 a non-finite loss (the last finite checkpoint is kept); 128 + N stopped by signal N (SIGTERM: 143,
+SIGINT: 130) after saving a checkpoint, so `train && export` does not go on with a partly trained model.
 """
 
 import argparse
@@ -29,13 +33,15 @@ import tensorflow as tf
 from models import config as config_lib
 from models import families
 from models.training import distribute
-from models.training.trainer import Trainer
+from models.training.trainer import NonFiniteLossError, Trainer, json_safe
 from preprocessing import readers
+from preprocessing.user_errors import UserError, check_range, exit_status, writable_dir
 
 log = logging.getLogger("models.training.train")
+CORRUPT_DATA, NON_FINITE_LOSS = 3, 4  # exit statuses; user errors 2, stopped by signal N: 128 + N
 
 
-class ModelDirMismatchError(ValueError):
+class ModelDirMismatchError(UserError):
     """`model_dir` holds a different model than the one asked for."""
 
 
@@ -53,7 +59,32 @@ def parse_args(argv):
                         help="start a new model_dir from this model_dir's weights (fresh optimizer, step 0)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any model or training config field (model.X / train.X when ambiguous)")
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_args(argv)
+
+
+# TrainConfig fields beyond its own checks: (low, high, low_open, high_open); None = unbounded.
+TRAIN_RANGES = {"learning_rate": (0, None, True, False), "warmup_steps": (0, None, False, False),
+                "decay_power": (0, None, True, False), "end_learning_rate_ratio": (0, 1, False, False),
+                "weight_decay": (0, None, False, False), "beta_1": (0, 1, False, True), "beta_2": (0, 1, False, True),
+                "epsilon": (0, None, True, False), "adagrad_initial_accumulator": (0, None, False, False),
+                "clip_norm": (0, None, False, False), "eval_every": (0, None, False, False),
+                "shuffle_buffer": (1, None, False, False), "seed": (0, 2**31 - 1, False, False)}
+
+
+def check_configs(model_config, train_config) -> None:
+    """Every numeric field finite and in range (the flag named as `--set` takes it); raises `UserError`."""
+    for name, (low, high, low_open, high_open) in TRAIN_RANGES.items():
+        check_range(f"--set train.{name}", getattr(train_config, name), low, high, low_open=low_open,
+                    high_open=high_open)
+    for field in dataclasses.fields(model_config):
+        value = getattr(model_config, field.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if "dropout" in field.name:
+            check_range(f"--set model.{field.name}", value, 0, 1, high_open=True)
+        else:
+            check_range(f"--set model.{field.name}", value, 0)
 
 
 def resolve(args) -> tuple:
@@ -66,9 +97,12 @@ def resolve(args) -> tuple:
     elif source:
         args.model, args.preset = args.model or source["model"], args.preset or source["preset"]
     if source and source["model"] != args.model:
-        raise ValueError(f"--init_checkpoint {args.init_checkpoint} holds a {source['model']} model, not {args.model}")
+        raise UserError(f"--init_checkpoint {args.init_checkpoint} holds a {source['model']} model, not {args.model}")
+    writable_dir("--model_dir", args.model_dir)
+    if args.eval_data:
+        readers.read_metadata(args.eval_data)
     if not args.model or not args.preset:
-        raise ValueError("--model and --preset are required for a new model_dir")
+        raise UserError("--model and --preset are required for a new model_dir")
     metadata, _ = readers.read_metadata(args.train_data)
     if metadata["model"] != args.model:
         raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
@@ -85,11 +119,15 @@ def resolve(args) -> tuple:
     elif source and source["preset"] == args.preset:
         base = source["model_config"]  # continue the source's model (a converted one too)
     elif not args.preset.startswith(args.model + "_"):
-        raise ValueError(f"--preset {args.preset} is not a {args.model} preset: "
+        raise UserError(f"--preset {args.preset} is not a {args.model} preset: "
                          f"{', '.join(families.presets(args.model))}")
     else:
         base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
-    model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
+    try:
+        model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
+    except ValueError as e:  # an OverrideError, or a config's own range check
+        raise UserError(str(e)) from e
+    check_configs(model_config, train_config)
     if model_config.vocab_size != data["vocab_size"]:
         raise readers.DataMismatchError(f"vocab_size {model_config.vocab_size} but the data's vocabulary has "
                                         f"{data['vocab_size']} entries")
@@ -148,11 +186,21 @@ def main(argv=None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = parse_args(argv)
     try:
+        return _main(args)
+    except NonFiniteLossError as e:
+        exit_status(e, args.verbose)
+        return NON_FINITE_LOSS
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
+
+
+def _main(args) -> int:
+    try:
         model_config, train_config, data = resolve(args)
-    except (readers.DataMismatchError, ModelDirMismatchError, config_lib.OverrideError, ValueError,
-            FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as e:  # all of resolve's checks are about the input
+        if isinstance(e, UserError):
+            raise
+        raise UserError(str(e)) from e
     strategy = distribute.make_strategy(args.strategy, args.tpu)
     task = families.make_task(args.model, model_config, data)
     trainer = Trainer(task, train_config, strategy, args.model_dir)
@@ -184,9 +232,11 @@ def main(argv=None) -> int:
         where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
         print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
               file=sys.stderr)
-        return 3
-    print(json.dumps({"step": int(trainer.step.numpy()), **metrics}))
-    return 0
+        return CORRUPT_DATA
+    signum = trainer.stopped_by_signal
+    print(json.dumps(json_safe({"step": int(trainer.step.numpy()), **metrics,
+                                **({"stopped_by_signal": signum} if signum else {})})))
+    return 128 + signum if signum else 0
 
 
 def _copy_vocab(train_data: str, model_dir: str) -> None:

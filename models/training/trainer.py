@@ -8,9 +8,11 @@ gradient). With `jit_compile` the replica step is compiled by XLA: wholly on one
 under several GPU replicas; not at all for mirrored CPU replicas (a TF limitation, logged).
 
 State is `model`, `optimizer` and `step` in a `tf.train.Checkpoint`, saved every `checkpoint_every` steps,
-at the end, and on SIGTERM/SIGINT (preemption) before exiting. The data position is the step: the readers
-are deterministic for a seed, so a resumed run skips the batches already consumed and sees exactly the
-batches an uninterrupted run would have. The chief writes TensorBoard summaries (`train/`, `eval/`), a
+at the end, and on SIGTERM/SIGINT (preemption) before exiting (`stopped_by_signal` says which; the command
+exits 128 + signal). A non-finite loss stops training with `NonFiniteLossError` before anything is saved,
+and no checkpoint is ever written with non-finite weights: the last one kept is the last finite one. The
+data position is the step: the readers are deterministic for a seed, so a resumed run skips the batches
+already consumed and sees exactly the batches an uninterrupted run would have. The chief writes TensorBoard summaries (`train/`, `eval/`), a
 `history.jsonl` of logged metrics and the checkpoints; other workers save to a scratch folder they remove.
 """
 
@@ -30,6 +32,7 @@ from models.training import distribute
 from models.training import optimization
 from models.config import TrainConfig
 from models.objective import PretrainingTask
+from preprocessing.user_errors import UserError
 
 log = logging.getLogger("models.training.train")
 HISTORY = "history.jsonl"
@@ -70,6 +73,7 @@ class Trainer:
                                                   step_counter=self.step)
         self._train_fn = self._eval_fn = None
         self._stop_signal = None
+        self.stopped_by_signal = None  # the signal that ended the last `train`, if one did
 
     # --- checkpoints ------------------------------------------------------------------------------------
 
@@ -87,6 +91,8 @@ class Trainer:
         return int(self.step.numpy())
 
     def save(self) -> str:
+        """Saves the current state, which must be finite (raises `NonFiniteLossError` otherwise)."""
+        self._check_finite_weights()
         path = self.manager.save(checkpoint_number=self.step)
         if not self.chief:
             shutil.rmtree(self.manager.directory, ignore_errors=True)
@@ -183,12 +189,15 @@ class Trainer:
         step, interval, start = int(self.step.numpy()), {}, time.time()
         interval_start, interval_first = start, step
         metrics = {}
+        self.stopped_by_signal = None
         self._install_signal_handlers()
         try:
             while step < cfg.train_steps and self._stop_signal is None:
                 n = _steps_to_boundary(step, cfg)
-                interval = _add_numpy(interval, self._train_fn(iterator, tf.constant(n)))
+                stats = _add_numpy({}, self._train_fn(iterator, tf.constant(n)))
                 step = int(self.step.numpy())
+                self._check_finite_loss(stats, step - n + 1, step)
+                interval = _add_numpy(interval, stats)
                 if step % cfg.log_every == 0 or step == cfg.train_steps:
                     now = time.time()
                     metrics = self._log(writers, step, interval, step - interval_first, now - interval_start,
@@ -199,6 +208,7 @@ class Trainer:
                 if eval_dataset is not None and cfg.eval_every and step % cfg.eval_every == 0:
                     self._log_eval(writers, step, self.evaluate(eval_dataset, cfg.eval_steps))
             if self._stop_signal is not None:
+                self.stopped_by_signal = self._stop_signal
                 path = self.save()
                 log.warning("stopped by signal %d at step %d; saved %s (run again to resume)",
                             self._stop_signal, step, path)
@@ -208,6 +218,25 @@ class Trainer:
         if eval_dataset is not None and not (cfg.eval_every and step % cfg.eval_every == 0):
             self._log_eval(writers, step, self.evaluate(eval_dataset, cfg.eval_steps))
         return metrics
+
+    def _check_finite_loss(self, stats: dict, first: int, last: int) -> None:
+        bad = {k: s for k, (s, _) in stats.items() if not np.isfinite(s)}
+        if bad:
+            raise NonFiniteLossError(
+                f"non-finite loss in steps {first}-{last} ({', '.join(f'{k} {v}' for k, v in bad.items())}): "
+                f"training stopped, the last checkpoint kept is {self._last_checkpoint()}; lower learning_rate (now "
+                f"{self.config.learning_rate:g}) or raise warmup_steps, or check the data")
+
+    def _check_finite_weights(self) -> None:
+        finite = [bool(tf.reduce_all(tf.math.is_finite(v.value))) for v in self.model.trainable_variables]
+        if not all(finite):
+            raise NonFiniteLossError(
+                f"non-finite weights at step {int(self.step.numpy())}: training stopped, not saved; the last "
+                f"checkpoint kept is {self._last_checkpoint()}; lower learning_rate (now "
+                f"{self.config.learning_rate:g}) or raise warmup_steps")
+
+    def _last_checkpoint(self) -> str:
+        return self.manager.latest_checkpoint or "none"
 
     def data_position(self) -> int:
         """Micro-batches each replica has consumed, i.e. per-replica batches to skip on resume."""
@@ -250,7 +279,7 @@ class Trainer:
     def _append_history(self, record):
         if self.chief:
             with tf.io.gfile.GFile(os.path.join(self.model_dir, HISTORY), "a") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(json.dumps(json_safe(record)) + "\n")
 
     # --- preemption -------------------------------------------------------------------------------------
 
@@ -271,6 +300,15 @@ class Trainer:
             raise KeyboardInterrupt
         self._stop_signal = signum
         log.warning("signal %d: saving a checkpoint after the current steps", signum)
+
+
+class NonFiniteLossError(UserError):
+    """The loss (or the weights) became NaN or infinite; the last finite checkpoint is kept."""
+
+
+def json_safe(record: dict) -> dict:
+    """`record` with non-finite floats as None, so that it is valid JSON (`null`, never a bare `NaN`)."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in record.items()}
 
 
 def _steps_to_boundary(step: int, cfg: TrainConfig) -> int:

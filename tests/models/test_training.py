@@ -119,9 +119,10 @@ def test_killed_and_preempted_runs_resume_to_the_uninterrupted_losses(data, tmp_
     process.kill()  # SIGKILL: no chance to save; resumes from ckpt-10 at the latest
     process.wait()
     process = _run_train(data, resumed, 30, wait_for="ckpt-20.index")
-    process.send_signal(signal.SIGTERM)  # preemption: saves where it is and exits cleanly
+    process.send_signal(signal.SIGTERM)  # preemption: saves where it is and exits 128 + 15
     out, _ = process.communicate(timeout=120)
-    assert process.returncode == 0 and "stopped by signal" in out, out[-3000:]
+    assert process.returncode == 128 + signal.SIGTERM and "stopped by signal" in out, out[-3000:]
+    assert json.loads(out.strip().splitlines()[-1])["stopped_by_signal"] == signal.SIGTERM
     stopped_at = int(tf.train.latest_checkpoint(resumed).rsplit("-", 1)[1])
     assert 20 <= stopped_at < 30
     _run_train(data, resumed, 30)
@@ -196,3 +197,51 @@ def test_mixed_precision_trains(policy, data, tmp_path):
             assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
     finally:
         keras.config.set_dtype_policy("float32")
+
+
+def test_a_non_finite_loss_stops_training_and_keeps_the_last_finite_checkpoint(data, tmp_path, capsys):
+    model_dir = str(tmp_path / "m")
+    common = ["--model", "gpt", "--preset", "gpt_tiny", "--train_data", data["gpt"], "--model_dir", model_dir,
+              "--set", "jit_compile=false", "--set", "warmup_steps=0", "--set", "log_every=2",
+              "--set", "checkpoint_every=2", "--set", "steps_per_execution=1", "--set", "batch_size=8"]
+    assert train.main(common + ["--set", "train_steps=4", "--set", "learning_rate=1e-3"]) == 0
+    capsys.readouterr()
+    # Adam steps of 1e30 overflow the weights: the next loss is NaN
+    assert train.main(common + ["--set", "train_steps=12", "--set", "learning_rate=1e30"]) == train.NON_FINITE_LOSS
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "non-finite loss in steps" in errors[0] and "ckpt-4" in errors[0], captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-4")  # the NaN state is never written
+    with open(os.path.join(model_dir, "history.jsonl")) as f:
+        records = [json.loads(line) for line in f]  # valid JSON throughout
+    assert all(np.isfinite(r["loss"]) for r in records)
+
+
+def test_bad_training_parameters_are_refused_with_their_range(data, tmp_path, capsys):
+    common = ["--model", "gpt", "--preset", "gpt_tiny", "--train_data", data["gpt"], "--model_dir",
+              str(tmp_path / "m")]
+    for override, message in [("learning_rate=nan", "--set train.learning_rate nan is not a finite number"),
+                              ("learning_rate=0", "--set train.learning_rate 0.0 is out of range; allowed: (0, inf)"),
+                              ("beta_2=1.5", "--set train.beta_2 1.5 is out of range; allowed: [0, 1)"),
+                              ("dropout=1.0", "--set model.dropout 1.0 is out of range; allowed: [0, 1)"),
+                              ("batch_size=0", "batch_size must be >= 1, got 0")]:
+        assert train.main(common + ["--set", override]) == 2
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1] == f"error: {message}" or message in err.strip().splitlines()[-1], err
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert train.main(common[:-1] + [str(a_file)]) == 2
+    assert f"--model_dir {a_file} is a file" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "m")
+    assert evaluate.main(["--model_dir", str(tmp_path / "none"), "--eval_data", data["gpt"]]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert evaluate.main(["--model_dir", str(tmp_path), "--eval_data", data["gpt"], "--steps", "0"]) == 2
+    assert "--steps 0 is out of range; allowed: [1, inf)" in capsys.readouterr().err
+
+
+def test_json_safe_writes_null_for_non_finite_metrics():
+    from models.training.trainer import json_safe
+
+    assert json.dumps(json_safe({"loss": float("nan"), "step": 3, "x": float("inf"), "y": 1.5})) == \
+        '{"loss": null, "step": 3, "x": null, "y": 1.5}'

@@ -186,9 +186,9 @@ def test_bad_runs_are_refused_and_leave_nothing_that_looks_complete(corpus, bert
     assert "no input files match" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n\n")
-    with pytest.raises(Exception, match="no examples"):
-        run_job(str(empty), bert_vocab_path, tmp_path / "z", "--model", "bert")
-    assert not (tmp_path / "z" / "metadata.json").exists()
+    assert run_job(str(empty), bert_vocab_path, tmp_path / "z", "--model", "bert") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: the corpus produced no examples")
+    assert not (tmp_path / "z").exists()  # no 0-byte shard, no vocab.txt: the folder it made is gone
 
 
 def test_overwrite_replaces_an_earlier_run(corpus, bert_vocab_path, tmp_path):
