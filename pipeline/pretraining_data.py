@@ -16,7 +16,7 @@ The output is byte-identical for the same input and seed whatever the runner or 
 """
 
 import argparse
-import json
+import dataclasses
 import math
 import os
 import sys
@@ -29,9 +29,9 @@ from pipeline import corpus_io
 from pipeline.beam_options import pipeline_options
 from pipeline.documents import NAMESPACE, ReadDocuments
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import previous_run, write_metadata
+from pipeline.shard_writer import previous_run
 from preprocessing import schema, stable_random
-from preprocessing.readers import METADATA
+from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.vocabulary import Vocabulary, VocabularyError
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
@@ -78,28 +78,29 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
                                    beam.pvalue.AsSingleton(buckets)))
 
 
-def _metadata(args, config: JobConfig, files) -> dict:
+def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
+    """What is known before the job runs; `_finish` adds the shards and counts."""
     vocab = Vocabulary(config.vocab_tokens)
     job = {k: v for k, v in vars(args).items()}
     job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case)
     features = schema.features_for({"model": config.model, "config": job})
-    return {"schema_version": schema.SCHEMA_VERSION, "model": config.model, "config": job,
-            "features": schema.describe(features), "compression": "GZIP" if args.gzip else "",
-            "vocab": {"file": "vocab.txt", "sha256": vocab.sha256, "size": len(vocab),
-                      "special_ids": vocab.special_ids()},
-            "input_files": len(files)}
+    return DatasetMetadata(schema_version=schema.SCHEMA_VERSION, model=config.model, config=job,
+                           features=schema.describe(features), compression="GZIP" if args.gzip else "",
+                           vocab=VocabRecord(file=VOCAB_FILE, sha256=vocab.sha256, size=len(vocab),
+                                             special_ids=vocab.special_ids()),
+                           input_files=len(files))
 
 
-def _finish(summaries, output_dir, metadata, num_shards):
+def _finish(summaries, output_dir, metadata: DatasetMetadata, num_shards):
     summaries = sorted(summaries, key=lambda s: s["file"])
     total = sum(s["examples"] for s in summaries)
     if total == 0:
         raise ValueError("the corpus produced no examples (empty, or every document shorter than one "
                          "window); no metadata.json written")
-    write_metadata(output_dir, {**metadata, "config": {**metadata["config"], "num_shards": num_shards},
-                                "files": [s["file"] for s in summaries],
-                                "examples_per_file": {s["file"]: s["examples"] for s in summaries},
-                                "examples": total})
+    dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
+                        files=tuple(s["file"] for s in summaries),
+                        examples_per_file={s["file"]: s["examples"] for s in summaries},
+                        examples=total).write(output_dir)
 
 
 def parse_args(argv):
@@ -169,7 +170,7 @@ def run(argv=None) -> int:
         return 2
     tf.io.gfile.makedirs(args.output_dir)
     _clear(args.output_dir)
-    Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, "vocab.txt"))
+    Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
     print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
@@ -181,14 +182,12 @@ def run(argv=None) -> int:
 
 
 def _report(args, counters, seconds):
-    with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
-        metadata = json.load(f)
-    metadata["counters"] = counters
-    write_metadata(args.output_dir, metadata)
+    metadata = dataclasses.replace(DatasetMetadata.read(args.output_dir), counters=counters)
+    metadata.write(args.output_dir)
     print(f"pretraining_data: done in {seconds:.1f} s", file=sys.stderr)
     for name in sorted(counters):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)
-    files = metadata["files"]
+    files = metadata.files
     print(f"  {'shards':<28} {len(files):>12,}  {files[0]} ...", file=sys.stderr)
 
 

@@ -58,8 +58,8 @@ def resolve(args) -> tuple:
     if not args.model or not args.preset:
         raise ValueError("--model and --preset are required for a new model_dir")
     metadata, _ = readers.read_metadata(args.train_data)
-    if metadata["model"] != args.model:
-        raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
+    if metadata.model != args.model:
+        raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata.model}, "
                                         f"not {args.model}")
     data = families.data_section(metadata, args.train_data)
     if saved and saved["model"] == args.model and saved["preset"] == args.preset:
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
         metrics = trainer.train(train, evaluation)
     except tf.errors.DataLossError as e:
         metadata, files = readers.read_metadata(args.train_data)
-        culprit = readers.find_corrupt_shard(files, metadata["compression"])
+        culprit = readers.find_corrupt_shard(files, metadata.compression)
         where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
         print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
               file=sys.stderr)
