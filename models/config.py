@@ -1,14 +1,17 @@
-"""Training configuration, and `--set key=value` overrides checked against the config dataclasses.
+"""Training configuration, and the house's one `--set key=value` parser, checked against config dataclasses.
 
 `TrainConfig` holds everything about optimisation and the loop; each model family keeps its own frozen
 config dataclass and presets beside the model (`models/bert.py`, `models/gpt.py`, `models/bilm.py`).
-`apply_overrides` reaches every field of both: a bare key (`batch_size`) when it names a field of exactly
+`override` applies overrides to any set of named frozen dataclasses (training: `model` and `train`;
+fine-tuning, `downstream/finetune`: `finetune`): a bare key (`batch_size`) when it names a field of exactly
 one of them, or a qualified one (`model.dropout`, `train.seed`) always. An unknown key is an error
-that lists the valid ones; values are parsed to the field's type (`int`, `float`, `bool`, `str`, tuples).
+that lists the valid ones; values are parsed to the field's type (`int`, `float`, `bool`, `str`, tuples,
+`Optional[...]` of those).
 """
 
 import dataclasses
 import json
+import types
 import typing
 
 
@@ -90,7 +93,11 @@ class OverrideError(ValueError):
 
 
 def parse_value(text: str, annotation):
-    """`text` -> a value of the dataclass field type `annotation`."""
+    """`text` -> a value of the dataclass field type `annotation` (`Optional[X]` parses as `X`)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(inner) == 1:
+            annotation = inner[0]
     if annotation is bool:
         lowered = text.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
@@ -113,34 +120,52 @@ def parse_value(text: str, annotation):
     raise ValueError(f"cannot parse {annotation}")
 
 
-def apply_overrides(model_config, train_config: TrainConfig, overrides: list[str]):
-    """Applies `key=value` strings; returns the new `(model_config, train_config)`."""
-    targets = {"model": model_config, "train": train_config}
-    fields = {scope: {f.name: f for f in dataclasses.fields(obj)} for scope, obj in targets.items()}
-    changes = {"model": {}, "train": {}}
-    for override in overrides:
-        key, sep, text = override.partition("=")
+def override(configs: dict, overrides: list[str]) -> dict:
+    """Applies `key=value` strings to the named frozen dataclasses in `configs`; returns the new ones.
+
+    Args:
+      configs: scope name -> dataclass instance, e.g. `{"model": BertConfig(), "train": TrainConfig()}`.
+      overrides: `key=value` strings; `key` is `field` (a field of exactly one config) or `scope.field`.
+
+    Raises `OverrideError` for a malformed, unknown or ambiguous key or a value that does not parse, and
+    whatever `ValueError` a config's `__post_init__` raises for the new values.
+
+    Example:
+      >>> override({"train": TrainConfig()}, ["batch_size=64"])["train"].batch_size
+      64
+    """
+    fields = {scope: {f.name for f in dataclasses.fields(obj)} for scope, obj in configs.items()}
+    changes = {scope: {} for scope in configs}
+    for item in overrides:
+        key, sep, text = item.partition("=")
         key = key.strip()
         if not sep:
-            raise OverrideError(f"--set {override!r}: expected key=value")
+            raise OverrideError(f"--set {item!r}: expected key=value")
         scope, _, name = key.rpartition(".")
         scopes = [scope] if scope else [s for s in fields if name in fields[s]]
         if scope and scope not in fields or not scopes or any(name not in fields[s] for s in scopes):
-            raise OverrideError(f"--set {key}: unknown key. Valid keys: {valid_keys(model_config, train_config)}")
+            raise OverrideError(f"--set {key}: unknown key. Valid keys: {valid_keys(configs)}")
         if len(scopes) > 1:
-            raise OverrideError(f"--set {key}: ambiguous, say model.{name} or train.{name}")
-        hints = typing.get_type_hints(type(targets[scopes[0]]))
+            raise OverrideError(f"--set {key}: ambiguous, say {' or '.join(f'{s}.{name}' for s in scopes)}")
+        hints = typing.get_type_hints(type(configs[scopes[0]]))
         try:
             changes[scopes[0]][name] = parse_value(text, hints[name])
-        except (ValueError, json.JSONDecodeError) as e:
+        except ValueError as e:  # json.JSONDecodeError is one
             raise OverrideError(f"--set {key}={text}: {e}") from None
-    return (dataclasses.replace(model_config, **changes["model"]),
-            dataclasses.replace(train_config, **changes["train"]))
+    return {scope: dataclasses.replace(obj, **changes[scope]) for scope, obj in configs.items()}
 
 
-def valid_keys(model_config, train_config) -> str:
-    return ", ".join([f"model.{f.name}" for f in dataclasses.fields(model_config)]
-                     + [f"train.{f.name}" for f in dataclasses.fields(train_config)])
+def valid_keys(configs: dict) -> str:
+    """The keys `override` accepts, qualified when there are several configs."""
+    if len(configs) == 1:
+        return ", ".join(f.name for f in dataclasses.fields(next(iter(configs.values()))))
+    return ", ".join(f"{scope}.{f.name}" for scope, obj in configs.items() for f in dataclasses.fields(obj))
+
+
+def apply_overrides(model_config, train_config: TrainConfig, overrides: list[str]):
+    """Training's `--set`: `override` over `model` and `train`; returns the new `(model_config, train_config)`."""
+    new = override({"model": model_config, "train": train_config}, overrides)
+    return new["model"], new["train"]
 
 
 def to_json(config) -> dict:

@@ -12,6 +12,7 @@ import os
 import tensorflow as tf
 
 from models import config as config_lib
+from preprocessing.metadata import DatasetMetadata
 
 KINDS = ("bert", "gpt", "bilm")
 CONFIG_FILE = "config.json"
@@ -44,13 +45,13 @@ def make_task(kind: str, model_config, data: dict):
     return mod.TASK_CLASS(model_config, max_seq_length=data["max_seq_length"])
 
 
-def data_section(metadata: dict, train_data: str) -> dict:
+def data_section(metadata: DatasetMetadata, train_data: str) -> dict:
     """What config.json records about the training data, from its metadata.json."""
-    job = metadata["config"]
-    return {"train_data": train_data, "max_seq_length": job.get("max_seq_length"),
-            "max_predictions_per_seq": job.get("max_predictions_per_seq") if metadata["model"] == "bert" else None,
-            "lower_case": job.get("lower_case"), "vocab_size": metadata["vocab"]["size"],
-            "vocab_sha256": metadata["vocab"]["sha256"], "special_ids": metadata["vocab"].get("special_ids")}
+    job = metadata.config
+    return {"train_data": train_data, "max_seq_length": metadata.max_seq_length,
+            "max_predictions_per_seq": metadata.max_predictions_per_seq if metadata.model == "bert" else None,
+            "lower_case": job.get("lower_case"), "vocab_size": metadata.vocab.size,
+            "vocab_sha256": metadata.vocab.sha256, "special_ids": metadata.vocab.special_ids}
 
 
 def write_config(model_dir: str, kind: str, preset: str, model_config, train_config, data: dict) -> None:

@@ -18,7 +18,7 @@ The output is byte-identical for the same input and seed whatever the runner or 
 """
 
 import argparse
-import json
+import dataclasses
 import math
 import os
 import sys
@@ -33,9 +33,9 @@ from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, qu
 from pipeline.documents import ReadDocuments
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import previous_run, write_metadata
+from pipeline.shard_writer import previous_run
 from preprocessing import schema, sentence_pairs, stable_random
-from preprocessing.readers import METADATA
+from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
 from preprocessing.vocabulary import Vocabulary
 
@@ -87,19 +87,20 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
                                    beam.pvalue.AsSingleton(buckets)))
 
 
-def _metadata(args, config: JobConfig, files) -> dict:
+def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
+    """What is known before the job runs; `_finish` adds the shards and counts."""
     vocab = Vocabulary(config.vocab_tokens)
     job = {k: v for k, v in vars(args).items()}
     job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case)
     features = schema.features_for({"model": config.model, "config": job})
-    return {"schema_version": schema.SCHEMA_VERSION, "model": config.model, "config": job,
-            "features": schema.describe(features), "compression": "GZIP" if args.gzip else "",
-            "vocab": {"file": "vocab.txt", "sha256": vocab.sha256, "size": len(vocab),
-                      "special_ids": vocab.special_ids()},
-            "input_files": len(files)}
+    return DatasetMetadata(schema_version=schema.SCHEMA_VERSION, model=config.model, config=job,
+                           features=schema.describe(features), compression="GZIP" if args.gzip else "",
+                           vocab=VocabRecord(file=VOCAB_FILE, sha256=vocab.sha256, size=len(vocab),
+                                             special_ids=vocab.special_ids()),
+                           input_files=len(files))
 
 
-def _finish(gathered, output_dir, metadata, num_shards):
+def _finish(gathered, output_dir, metadata: DatasetMetadata, num_shards):
     """Writes metadata.json from the shard summaries and the reader's `Counts` (`gathered`)."""
     summaries = sorted((s for s in gathered if not isinstance(s, Counts)), key=lambda s: s["file"])
     counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
@@ -107,10 +108,10 @@ def _finish(gathered, output_dir, metadata, num_shards):
     if examples == 0:
         raise UserError("the corpus produced no examples (empty, or every document shorter than one window): "
                         "check --input, or lower --max_seq_length; nothing written")
-    write_metadata(output_dir, {**metadata, "config": {**metadata["config"], "num_shards": num_shards},
-                                "files": [s["file"] for s in summaries],
-                                "examples_per_file": {s["file"]: s["examples"] for s in summaries},
-                                "examples": examples, "counters": counters})
+    dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
+                        files=tuple(s["file"] for s in summaries),
+                        examples_per_file={s["file"]: s["examples"] for s in summaries},
+                        examples=examples, counters=counters).write(output_dir)
 
 
 def parse_args(argv):
@@ -209,7 +210,7 @@ def _run(args, beam_args) -> int:
     print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
     try:
-        Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, "vocab.txt"))
+        Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
         with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
             build_pipeline(p, args, config, files)
     except BaseException:  # a failed run leaves nothing that looks like output (KeyboardInterrupt too)
@@ -222,13 +223,12 @@ def _run(args, beam_args) -> int:
 
 
 def _report(args, seconds):
-    with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
-        metadata = json.load(f)
-    counters = metadata["counters"]
+    metadata = DatasetMetadata.read(args.output_dir)
+    counters = metadata.counters
     print(f"pretraining_data: done in {seconds:.1f} s", file=sys.stderr)
     for name in sorted(counters):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)
-    files = metadata["files"]
+    files = metadata.files
     print(f"  {'shards':<28} {len(files):>12,}  {files[0]} ...", file=sys.stderr)
 
 

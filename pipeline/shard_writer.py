@@ -1,16 +1,16 @@
-"""Writing TFRecord shards, and the `metadata.json` that marks a finished run.
+"""Writing TFRecord shards, and finding an earlier run's files.
 
 A shard is written by one worker, streamed, aside under a hidden name and renamed when complete, so a
-retried bundle rewrites it whole and a reader never sees half a shard. `metadata.json` is written last,
-after all shards: a directory without it is an unfinished run, and the readers refuse it.
+retried bundle rewrites it whole and a reader never sees half a shard. `metadata.json`
+(`preprocessing.metadata`) is written last, after all shards: a directory without it is an unfinished run,
+and the readers refuse it.
 """
 
-import json
 import os
 
 import tensorflow as tf
 
-METADATA = "metadata.json"
+from preprocessing.metadata import FILE_NAME as METADATA
 
 
 def shard_name(model: str, index: int, num_shards: int, gzip: bool) -> str:
@@ -46,14 +46,6 @@ class ShardWriter:
 
     def summary(self) -> dict:
         return {"file": self.name, "examples": self.count}
-
-
-def write_metadata(output_dir: str, metadata: dict) -> None:
-    path = os.path.join(output_dir, METADATA)
-    tmp = path + ".incomplete"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def previous_run(output_dir: str) -> list[str]:

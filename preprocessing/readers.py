@@ -2,60 +2,60 @@
 
 Static shapes throughout (`drop_remainder=True`), per-replica sharding under a `tf.distribute` input
 context, shuffled file order and records, interleaved reads, prefetch. The `metadata.json` beside the files
-is checked first: every matched file must be one the job wrote, and the model, sequence length and vocab
+(`preprocessing.metadata.DatasetMetadata`) is checked first: every matched file must be one the job wrote, and the model, sequence length and vocab
 must be the ones the caller expects, otherwise `DataMismatchError` says which and where. Dynamic masking
 (`--masking dynamic` data) masks here with the same `masking.mask_tokens` the Beam job uses, seeded per
 record and epoch, so a run is reproducible and each epoch sees a new mask.
 """
 
-import json
 import os
 
 import tensorflow as tf
 
 from preprocessing import masking, schema
 from preprocessing.user_errors import UserError
+from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, MetadataError, VocabRecord
 from preprocessing.vocabulary import Vocabulary
-
-METADATA = "metadata.json"
 
 
 class DataMismatchError(UserError):
     """The data on disk is not what the reader was asked to read."""
 
 
-def read_metadata(file_pattern: str) -> tuple[dict, list[str]]:
+def read_metadata(file_pattern: str) -> tuple[DatasetMetadata, list[str]]:
     """Returns the metadata beside `file_pattern` and the matched files, after checking both."""
     directory = os.path.dirname(file_pattern) or "."
     path = os.path.join(directory, METADATA)
     if not tf.io.gfile.exists(path):
         raise DataMismatchError(f"no {METADATA} in {directory}: not the output of pipeline.pretraining_data, "
                                 f"or the job did not finish")
-    with tf.io.gfile.GFile(path) as f:
-        metadata = json.load(f)
+    try:
+        metadata = DatasetMetadata.read(directory)
+    except MetadataError as e:
+        raise DataMismatchError(str(e)) from None
     files = sorted(tf.io.gfile.glob(file_pattern))
     if not files:
         raise DataMismatchError(f"no files match {file_pattern!r}")
-    known = set(metadata["files"])
+    known = set(metadata.files or ())
     strangers = [f for f in files if os.path.basename(f) not in known]
     if strangers:
         raise DataMismatchError(f"{strangers[0]} is not listed in {path} (files from another run?)")
     return metadata, files
 
 
-def external_bert_metadata(max_seq_length: int, max_predictions_per_seq: int, compression: str = "") -> dict:
+def external_bert_metadata(max_seq_length: int, max_predictions_per_seq: int,
+                           compression: str = "") -> DatasetMetadata:
     """Metadata for BERT files this project did not write (google-research's `create_pretraining_data.py`
     output has none): pass it as `make_dataset(..., metadata=...)`. Their vocabulary is not checked."""
-    return {"model": "bert", "compression": compression, "files": None,
-            "vocab": {"sha256": None},
-            "config": {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
-                       "masking": "static"}}
+    return DatasetMetadata(model="bert", compression=compression, vocab=VocabRecord(sha256=None),
+                           config={"max_seq_length": max_seq_length,
+                                   "max_predictions_per_seq": max_predictions_per_seq, "masking": "static"})
 
 
-def check_expectations(metadata: dict, source: str, **expected) -> None:
+def check_expectations(metadata: DatasetMetadata, source: str, **expected) -> None:
     """`expected` keys: model, max_seq_length, max_predictions_per_seq, vocab_sha256."""
-    actual = {"model": metadata["model"], "vocab_sha256": metadata["vocab"]["sha256"], **{
-        k: metadata["config"].get(k) for k in ("max_seq_length", "max_predictions_per_seq")}}
+    actual = {"model": metadata.model, "vocab_sha256": metadata.vocab.sha256,
+              "max_seq_length": metadata.max_seq_length, "max_predictions_per_seq": metadata.max_predictions_per_seq}
     for key, want in expected.items():
         if want is not None and actual.get(key) != want:
             raise DataMismatchError(f"{source}: {key} is {actual.get(key)!r}, expected {want!r}")
@@ -63,7 +63,7 @@ def check_expectations(metadata: dict, source: str, **expected) -> None:
 
 def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf.distribute.InputContext = None,
                  shuffle: bool = True, repeat: bool = True, seed: int = 0, shuffle_buffer: int = 10_000,
-                 metadata: dict | None = None, skip_batches: int = 0, **expected) -> tf.data.Dataset:
+                 metadata: DatasetMetadata | None = None, skip_batches: int = 0, **expected) -> tf.data.Dataset:
     """Batched `(x, y, sample_weight)` for the model the data was made for.
 
     Args:
@@ -84,7 +84,7 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
         if not files:
             raise DataMismatchError(f"no files match {file_pattern!r}")
     check_expectations(metadata, os.path.dirname(file_pattern), **expected)
-    features = schema.features_for(metadata)
+    features = metadata.schema_features()
     batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
     pipelines, pipeline_id = ((input_context.num_input_pipelines, input_context.input_pipeline_id)
                               if input_context else (1, 0))
@@ -97,7 +97,7 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    compression = metadata["compression"] or None
+    compression = metadata.compression or None
     ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
                        cycle_length=min(len(files), 8), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if not by_file:
@@ -112,9 +112,9 @@ def make_dataset(file_pattern: str, global_batch_size: int, *, input_context: tf
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def count_examples(metadata: dict, files: list[str]) -> int | None:
+def count_examples(metadata: DatasetMetadata, files: list[str]) -> int | None:
     """Examples in `files` by the metadata's per-file counts (None when it has none)."""
-    per_file = metadata.get("examples_per_file")
+    per_file = metadata.examples_per_file
     if not per_file:
         return None
     return sum(per_file.get(os.path.basename(f), 0) for f in files)
@@ -132,12 +132,12 @@ def find_corrupt_shard(files: list[str], compression: str = "") -> tuple[str, st
     return None
 
 
-def _dynamic_masker(metadata: dict, file_pattern: str, seed: int, pipeline_id: int):
+def _dynamic_masker(metadata: DatasetMetadata, file_pattern: str, seed: int, pipeline_id: int):
     """For unmasked BERT data: parsed features + record indexes -> masked features (None otherwise)."""
-    config = metadata["config"]
-    if metadata["model"] != "bert" or config["masking"] != "dynamic":
+    config = metadata.config
+    if metadata.model != "bert" or config["masking"] != "dynamic":
         return None
-    vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), "vocab.txt"))
+    vocab = Vocabulary.from_file(os.path.join(os.path.dirname(file_pattern), metadata.vocab.file or VOCAB_FILE))
     info = masking.VocabInfo.from_vocabulary(vocab, config["whole_word_mask"])
     mask_config = masking.MaskingConfig(masked_lm_prob=config["masked_lm_prob"],
                                         max_predictions_per_seq=config["max_predictions_per_seq"],
@@ -151,10 +151,10 @@ def _dynamic_masker(metadata: dict, file_pattern: str, seed: int, pipeline_id: i
     return remask
 
 
-def _decoder(metadata: dict, features, file_pattern: str, seed: int, pipeline_id: int):
+def _decoder(metadata: DatasetMetadata, features, file_pattern: str, seed: int, pipeline_id: int):
     remask = _dynamic_masker(metadata, file_pattern, seed, pipeline_id)
     to_inputs = {"bert": schema.bert_model_inputs, "gpt": schema.gpt_model_inputs,
-                 "bilm": schema.bilm_model_inputs}[metadata["model"]]
+                 "bilm": schema.bilm_model_inputs}[metadata.model]
 
     def decode(index, serialized):
         parsed = schema.parse(serialized, features)

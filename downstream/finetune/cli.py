@@ -95,20 +95,8 @@ class FinetuneConfig:
 
 
 def apply_overrides(config: FinetuneConfig, overrides: list[str]) -> FinetuneConfig:
-    hints = typing.get_type_hints(FinetuneConfig)
-    changes = {}
-    for override in overrides:
-        key, sep, text = override.partition("=")
-        key = key.strip()
-        if not sep or key not in hints:
-            raise config_lib.OverrideError(f"--set {override}: unknown key or not key=value. Valid keys: "
-                                           f"{', '.join(hints)}")
-        annotation = next((a for a in typing.get_args(hints[key]) if a is not type(None)), hints[key])
-        try:
-            changes[key] = config_lib.parse_value(text, annotation)
-        except ValueError as e:
-            raise config_lib.OverrideError(f"--set {override}: {e}") from None
-    return dataclasses.replace(config, **changes)
+    """`--set key=value` through the house's one parser (`models.config.override`)."""
+    return config_lib.override({"finetune": config}, overrides)["finetune"]
 
 
 def parse_args(argv):
@@ -124,24 +112,22 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-class WarmupLinear:
-    """Linear warm-up to `peak` over `warmup_steps`, then linear decay to 0 at `total_steps`."""
+def warmup_linear(peak: float, warmup_steps: int, total_steps: int):
+    """BERT's fine-tuning schedule as a tf_keras schedule: linear warm-up to `peak` over `warmup_steps`, then
+    linear decay to 0 at `total_steps`. The formula is training's (`optimization.warmup_decay_rate`); only
+    the Keras 2 base class is this module's, since fine-tuning runs `hub.KerasLayer` under tf_keras."""
+    import tf_keras
 
-    def __new__(cls, peak: float, warmup_steps: int, total_steps: int):
-        import tensorflow as tf
-        import tf_keras
+    from models.training.optimization import warmup_decay_rate
 
-        class Schedule(tf_keras.optimizers.schedules.LearningRateSchedule):
-            def __call__(self, step):
-                step = tf.cast(step, tf.float32)
-                warm = step / max(warmup_steps, 1)
-                decay = (total_steps - step) / max(total_steps - warmup_steps, 1)
-                return peak * tf.maximum(tf.minimum(warm, decay), 0.0)
+    class WarmupLinear(tf_keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            return warmup_decay_rate(step, peak, warmup_steps, total_steps)
 
-            def get_config(self):
-                return {"peak": peak, "warmup_steps": warmup_steps, "total_steps": total_steps}
+        def get_config(self):
+            return {"peak": peak, "warmup_steps": warmup_steps, "total_steps": total_steps}
 
-        return Schedule()
+    return WarmupLinear()
 
 
 # Encoding: examples -> (x, y, sample_weight) and what evaluation needs to map predictions back.
@@ -257,7 +243,7 @@ def evaluate(task, backbone, model, encoded: EncodedExamples, examples, train_ex
 def compile_model(model, task: str, config: FinetuneConfig, steps: int) -> None:
     import tf_keras
 
-    schedule = WarmupLinear(config.learning_rate, int(steps * config.warmup), steps)
+    schedule = warmup_linear(config.learning_rate, int(steps * config.warmup), steps)
     optimizer = tf_keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, epsilon=1e-6,
                                           global_clipnorm=config.clip_norm or None)
     optimizer.exclude_from_weight_decay(var_names=["bias", "LayerNorm", "layer_norm", "gamma", "beta"])

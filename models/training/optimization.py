@@ -1,6 +1,7 @@
 """Optimizers and learning-rate schedules as the papers train: AdamW (BERT, GPT) or LAMB (large batches)
 with linear warm-up then linear/polynomial decay, weight decay off for biases and layer norms, global-norm
 clipping; Adagrad for the biLM as bilm-tf trained it; dynamic loss scaling under `mixed_float16`.
+`warmup_decay_rate` is the one learning-rate formula: fine-tuning's tf_keras schedule calls it too.
 
 Gradients reach the optimizer already summed over replicas (the loop all-reduces once, after gradient
 accumulation), so clipping sees the global gradient. Keras 3's TF optimizer would otherwise all-reduce
@@ -17,10 +18,33 @@ from models.config import TrainConfig
 NO_DECAY = ["bias", "gamma", "beta", "scalar_weights"]
 
 
+def warmup_decay_rate(step, peak: float, warmup_steps: int, total_steps: int, decay: str = "linear",
+                      power: float = 1.0, end_ratio: float = 0.0) -> tf.Tensor:
+    """The house's one learning-rate formula (TF ops, so Keras 3 and tf_keras schedules both call it): linear
+    warm-up from 0 to `peak` over `warmup_steps`, then decay to `peak * end_ratio` at `total_steps`
+    (`linear`; `polynomial` with `power`; `constant` keeps the peak). A warm-up of 0 starts at the peak, as
+    BERT's `optimization.py` does; a warm-up longer than the run never reaches it.
+
+    Example:
+      >>> [round(float(warmup_decay_rate(s, 1.0, 10, 110)), 2) for s in (0, 5, 10, 60, 110)]
+      [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    step = tf.cast(step, tf.float32)  # scalar
+    warmup = peak * step / max(warmup_steps, 1)
+    if decay == "constant":
+        after = tf.constant(peak, tf.float32)
+    else:
+        power = 1.0 if decay == "linear" else power
+        span = max(total_steps - warmup_steps, 1)
+        remaining = tf.clip_by_value(1.0 - (step - warmup_steps) / span, 0.0, 1.0)
+        end = peak * end_ratio
+        after = (peak - end) * remaining ** power + end
+    return tf.where(step < warmup_steps, warmup, after)
+
+
 @keras.saving.register_keras_serializable(package="models")
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up from 0 to `peak` over `warmup_steps`, then decay to `peak * end_ratio` at `total_steps`
-    (`power` 1.0 = linear; `constant` keeps the peak)."""
+    """`warmup_decay_rate` as a Keras 3 schedule (training's optimizers)."""
 
     def __init__(self, peak: float, warmup_steps: int, total_steps: int, decay: str = "linear",
                  power: float = 1.0, end_ratio: float = 0.0):
@@ -28,17 +52,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.decay, self.power, self.end_ratio = decay, power, end_ratio
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        warmup = self.peak * step / max(self.warmup_steps, 1)
-        if self.decay == "constant":
-            after = tf.constant(self.peak, tf.float32)
-        else:
-            power = 1.0 if self.decay == "linear" else self.power
-            span = max(self.total_steps - self.warmup_steps, 1)
-            remaining = tf.clip_by_value(1.0 - (step - self.warmup_steps) / span, 0.0, 1.0)
-            end = self.peak * self.end_ratio
-            after = (self.peak - end) * remaining ** power + end
-        return tf.where(step < self.warmup_steps, warmup, after)
+        return warmup_decay_rate(step, **self.get_config())
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps,

@@ -104,8 +104,8 @@ def resolve(args) -> tuple:
     if not args.model or not args.preset:
         raise UserError("--model and --preset are required for a new model_dir")
     metadata, _ = readers.read_metadata(args.train_data)
-    if metadata["model"] != args.model:
-        raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata['model']}, "
+    if metadata.model != args.model:
+        raise readers.DataMismatchError(f"{args.train_data}: the data was made for {metadata.model}, "
                                         f"not {args.model}")
     data = families.data_section(metadata, args.train_data)
     if source and (source["data"]["vocab_sha256"], source["data"]["vocab_size"]) != (data["vocab_sha256"],
@@ -228,7 +228,7 @@ def _main(args) -> int:
         metrics = trainer.train(train, evaluation)
     except tf.errors.DataLossError as e:
         metadata, files = readers.read_metadata(args.train_data)
-        culprit = readers.find_corrupt_shard(files, metadata["compression"])
+        culprit = readers.find_corrupt_shard(files, metadata.compression)
         where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
         print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
               file=sys.stderr)

@@ -100,6 +100,28 @@ def _small_inputs(tmp_path) -> tuple[str, str, str]:
     return str(corpus), str(senses), str(pairs)
 
 
+def test_tokenize_step_writes_what_the_tokenize_command_writes(tmp_path, tiny_vocab, capsys):
+    """The demo's step 3 runs `preprocessing.tokenize`'s loop: the same ids, line for line, over plain and
+    gzipped files; coverage figures from it; a second run reuses the file."""
+    vocab = str(tmp_path / "vocab.txt")
+    tiny_vocab.write(vocab)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_bytes(b"Unaffable, the!\n\nhello unX world\n")
+    with gzip.open(tmp_path / "corpus" / "b.txt.gz", "wb") as f:
+        f.write(b"caf\xff\xfee hello\n")
+    pattern = str(tmp_path / "corpus" / "*")
+    stats = demo.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt"))
+    command = subprocess.run([sys.executable, "-m", "preprocessing.tokenize", "--vocab", vocab],
+                             input=b"Unaffable, the!\n\nhello unX world\ncaf\xff\xfee hello\n",
+                             capture_output=True, cwd=ROOT, timeout=300)
+    assert command.returncode == 0, command.stderr.decode()
+    assert (tmp_path / "tokens.txt").read_text() == command.stdout.decode()
+    assert {k: stats[k] for k in ("lines", "words", "pieces", "unk")} == \
+        {"lines": 4, "words": 9, "pieces": 11, "unk": 1}
+    assert demo.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt")) == stats
+    assert "reusing" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.shared_data("corpus/pretrain.txt.gz", "eval/wordnet_senses.jsonl.gz",
                          "eval/wordnet_wic_pairs.tsv.gz")

@@ -85,3 +85,33 @@ def test_weight_decay_spares_biases_and_layer_norms():
     assert "token_embedding/embeddings" in decayed
     assert "transformer_layer_0/self_attention_layer/query/kernel" in decayed
     assert not any(p.endswith(("bias", "gamma", "beta")) for p in decayed)
+
+
+def test_one_parser_serves_any_set_of_named_configs():
+    """`override` is the parser both training and fine-tuning use: bare keys when unambiguous, qualified
+    keys always, ambiguity named, Optional fields parsed as their inner type."""
+    import typing
+
+    @dataclasses.dataclass(frozen=True)
+    class Head:
+        units: int = 4
+        seed: int = 1
+        trainable: typing.Optional[bool] = None
+
+    new = config_lib.override({"head": Head(), "train": TrainConfig()},
+                              ["units=8", "head.seed=3", "train.seed=5", "trainable=no"])
+    assert new["head"] == Head(units=8, seed=3, trainable=False) and new["train"].seed == 5
+    with pytest.raises(OverrideError, match=r"ambiguous, say head\.seed or train\.seed"):
+        config_lib.override({"head": Head(), "train": TrainConfig()}, ["seed=2"])
+    with pytest.raises(OverrideError) as e:
+        config_lib.override({"head": Head()}, ["unit=2"])
+    assert str(e.value) == "--set unit: unknown key. Valid keys: units, seed, trainable"
+    assert config_lib.override({"head": Head()}, ["head.units=2"])["head"].units == 2
+    with pytest.raises(OverrideError, match="not a boolean"):
+        config_lib.override({"head": Head()}, ["trainable=maybe"])
+
+
+def test_warmup_of_zero_starts_at_the_peak():
+    """BERT's rule (and training's): no warm-up means the first step already uses the peak."""
+    from models.training.optimization import warmup_decay_rate
+    assert [float(warmup_decay_rate(s, 2.0, 0, 4)) for s in range(5)] == [2.0, 1.5, 1.0, 0.5, 0.0]

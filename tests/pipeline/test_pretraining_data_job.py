@@ -1,5 +1,6 @@
 """The pretraining-data Beam job end to end on tiny corpora (in-process runner), and its readers."""
 
+import dataclasses
 import json
 import os
 
@@ -9,6 +10,8 @@ import tensorflow as tf
 
 from pipeline import pretraining_data
 from preprocessing import readers
+from preprocessing.metadata import DatasetMetadata
+from preprocessing.vocabulary import Vocabulary
 
 SENTENCES = ["The cat sat on the mat.", "It was a sunny day in the park.", "Birds sang loudly overhead!",
              "Then the rain came down hard.", "Everyone ran for cover under the trees.",
@@ -68,6 +71,17 @@ def test_bert_output_metadata_and_reader_round_trip(bert_dir, bert_vocab_path):
     real = weights > 0
     assert (np.take_along_axis(ids, positions, 1)[real] != 101).all()
     assert set(np.unique(y["nsp"])) <= {0, 1}
+
+
+def test_the_written_metadata_is_exactly_a_dataset_metadata(bert_dir):
+    """Every key the job writes is a field of `DatasetMetadata` (to_json gives the file back unchanged),
+    and readers see the same record."""
+    written = json.loads((bert_dir / "metadata.json").read_text())
+    meta = DatasetMetadata.read(str(bert_dir))
+    assert meta.to_json() == written
+    assert set(written) == {f.name for f in dataclasses.fields(DatasetMetadata)}  # counters too: the job finished
+    assert meta.vocab.sha256 == Vocabulary.from_file(str(bert_dir / meta.vocab.file)).sha256
+    assert readers.read_metadata(str(bert_dir / "bert-*.tfrecord"))[0] == meta
 
 
 def test_rerun_is_byte_identical_on_another_runner_with_two_workers(corpus, bert_vocab_path, bert_dir, tmp_path):

@@ -39,3 +39,27 @@ def test_bad_vocab_and_missing_input_are_clear_errors(tmp_path):
     assert b"lacks the special token(s) [PAD], [UNK], [CLS], [SEP], [MASK]" in out.stderr
     out = run_cli(["--vocab", str(tmp_path / "missing.txt")], b"x\n")
     assert out.returncode == 2 and b"vocabulary file not found" in out.stderr
+
+
+def test_the_batch_loop_counts_words_pieces_and_unk_over_streams(tiny_vocab):
+    """`LineTokenizer`, the loop behind the command and the demo: ids equal `tokenize`'s, pieces equal
+    `tokenize_pieces`', and counts add up over several streams."""
+    import io
+
+    import tensorflow as tf
+
+    from preprocessing.tokenize import LineTokenizer, TokenCounts
+    from preprocessing.wordpiece import WordPieceTokenizer
+
+    tokenizer = WordPieceTokenizer(tiny_vocab)
+    lines = ["Unaffable, the!", "", "hello unX world", "caf\ufffd\ufffde"]
+    counts, out = TokenCounts(), io.StringIO()
+    loop = LineTokenizer(tokenizer)
+    loop.write(io.BytesIO("\n".join(lines[:2]).encode() + b"\n"), out, counts)
+    loop.write(io.BytesIO(b"hello unX world\ncaf\xff\xfee\r\n"), out, counts)
+    assert out.getvalue().splitlines() == [" ".join(map(str, r)) for r in tokenizer.tokenize(tf.constant(lines)).to_list()]
+    assert counts == TokenCounts(lines=4, words=8, pieces=10, unk=1, invalid_utf8=2)
+    pieces = io.StringIO()
+    LineTokenizer(tokenizer, pieces=True).write(io.BytesIO("\n".join(lines).encode()), pieces)
+    assert pieces.getvalue().splitlines() == [
+        b" ".join(r).decode() for r in tokenizer.tokenize_pieces(tf.constant(lines)).to_list()]
