@@ -30,7 +30,7 @@ PAIRS = shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")
 
 def minilm_model_dir(work_dir: str) -> str:
     """all-MiniLM-L6-v2 converted to a model_dir (once)."""
-    from benchmarks.reference_models import fetch_minilm
+    from demo.registry import fetch_minilm
 
     model_dir = os.path.join(work_dir, "runs", "minilm")
     if not os.path.exists(os.path.join(model_dir, "config.json")):

