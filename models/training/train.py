@@ -69,7 +69,8 @@ def resolve(args) -> tuple:
                          f"{', '.join(families.presets(args.model))}")
     else:
         base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
-    model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
+    recipe = families.module(args.model).RECIPES.get(args.preset, {})  # the preset's training defaults
+    model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(**recipe), args.overrides)
     if model_config.vocab_size != data["vocab_size"]:
         raise readers.DataMismatchError(f"vocab_size {model_config.vocab_size} but the data's vocabulary has "
                                         f"{data['vocab_size']} entries")
