@@ -39,8 +39,8 @@ run_step() {  # name, timeout (s), module and arguments
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>/dev/null || echo "no GPU" >"$OUT/gpu.txt"
 lscpu | grep 'Model name' >"$OUT/cpu.txt" 2>/dev/null
-run_step bf16_xla "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_bfloat16 --peak_tflops 989
-run_step fp16_xla "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_float16 --peak_tflops 989
+run_step bf16 "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_bfloat16 --peak_tflops 989
+run_step fp16 "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_float16 --peak_tflops 989
 run_step reader 60 benchmarks.reader "${READER[@]}"
 
 "$PY" - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
@@ -48,13 +48,13 @@ import json, os, sys
 out = sys.argv[1]
 load = lambda name: json.load(open(os.path.join(out, name + ".json")))
 print("device:", open(os.path.join(out, "gpu.txt")).read().strip(), "|", open(os.path.join(out, "cpu.txt")).read().strip())
-print(f"{'check':<9} {'size':<5} {'ours tok/s':>11} {'fit tok/s':>11} {'ours/fit':>8} {'ours MFU':>8} {'fit MFU':>8}")
-for name in ("bf16_xla", "fp16_xla"):
+print(f"{'check':<9} {'size':<10} {'ours tok/s':>11} {'fit tok/s':>11} {'ours/fit':>8} {'ours MFU':>8} {'fit MFU':>8}")
+for name in ("bf16", "fp16"):
     r = load(name)
     for key in sorted(k for k in r if k.endswith("_ours_tokens_per_s")):
         p = key[:-len("ours_tokens_per_s")]
         size = p.rstrip("_")
-        print(f"{name:<9} {size:<5} {r[p + 'ours_tokens_per_s']:>11,} {r[p + 'ref_tokens_per_s']:>11,} "
+        print(f"{name:<9} {size:<10} {r[p + 'ours_tokens_per_s']:>11,} {r[p + 'ref_tokens_per_s']:>11,} "
               f"{r[p + 'ratio']:>8.2f} {r[p + 'ours_mfu']:>7.2f}% {r[p + 'ref_mfu']:>7.2f}%")
     if not r:
         print(f"{name:<9} failed: see {name}.log")
