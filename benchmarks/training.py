@@ -1,7 +1,10 @@
 """BERT pretraining throughput (tokens/s, MFU) of the project's training path and of a keras-hub reference.
 
     .venv/bin/python -m benchmarks.training [--sizes tiny,mini,base] [--batch_size N] [--steps N] \\
-        [--steps_per_execution N] [--seq_length 128] [--repeats 2]
+        [--steps_per_execution N] [--seq_length 128] [--repeats 2] [--mixed_precision float32] [--xla on,off] \\
+        [--peak_tflops T]
+    .venv/bin/python -m benchmarks.training --precision [--models bert,gpt,bilm] [--size tiny] [--steps 300] \\
+        [--log_every 25] [--precisions float32,mixed_bfloat16]
 
 Per size (`models.bert.PRESETS`), four runs in one process, with XLA on and off for each engine:
   ours       `models.training.trainer.Trainer(BertTask(...), TrainConfig(...))` trained by `Trainer.train` on
@@ -17,10 +20,18 @@ of its first execution to the end of its last (so tracing, XLA compilation and i
 the loop around the executions is included); the best repeat counts. The first execution of the first repeat
 (tracing + compiling + one execution) is reported too.
 Checkpoint writes are switched off (`Trainer.save`) since they are not per-step work.
+With `--precision`, instead: per model family (`--models`, their tiny presets by default), the Trainer in
+each of `float32` / `mixed_bfloat16` x XLA on / off (`--precisions`), each from the same seed for `--steps`
+steps on `write_dataset` data (vocabulary 8,000); tokens/s and tokens per CPU-second over all executions after
+the first, and the loss curve from `history.jsonl` every `--log_every` steps, compared with the float32,
+XLA-off curve (largest |difference| over the logged points, and of the mean of the last three). The CPU's
+bfloat16 flags (`models.training.hardware`) are printed with it.
+
 Tokens/s = examples/s x seq_length (wall clock). Tokens per CPU-second (`time.process_time()`, all threads)
 is printed beside it: on a shared machine it moves much less than wall time when other jobs take cores, so
 its ratio is the steadier comparison. MFU = examples/s x `BertTask.flops_per_example()` (the same formula for
-both, the architecture being the same) / the machine's float32 matmul peak, measured in this run (a
+both, the architecture being the same) / `--peak_tflops` if given (e.g. 989 for an H200's dense bfloat16),
+else the machine's float32 matmul peak, measured in this run (a
 square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object.
 """
 
@@ -37,7 +48,8 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from models.training import distribute  # noqa: E402
+from models import families  # noqa: E402
+from models.training import distribute, hardware  # noqa: E402
 from models.bert import PRESETS, BertConfig, BertTask  # noqa: E402
 from models.config import TrainConfig  # noqa: E402
 from models.training.train import distributed_dataset  # noqa: E402
@@ -90,9 +102,9 @@ def _timed(train, stamps: list, examples: int) -> tuple[float, float, float]:
 class Ours:
     """The project's Trainer on the TFRecord reader; `run(steps)` -> examples/s."""
 
-    def __init__(self, task, pattern, batch, spe, xla, model_dir):
+    def __init__(self, task, pattern, batch, spe, xla, model_dir, policy="float32"):
         config = TrainConfig(batch_size=batch, train_steps=spe, steps_per_execution=spe, jit_compile=xla,
-                             log_every=10 ** 9, checkpoint_every=10 ** 9, warmup_steps=0)
+                             log_every=10 ** 9, checkpoint_every=10 ** 9, warmup_steps=0, mixed_precision=policy)
         strategy = distribute.make_strategy("default")
         self.trainer = Trainer(task, config, strategy, model_dir)
         self.trainer.save = lambda: ""  # not per-step work (1.3 GB per save at base size)
@@ -155,7 +167,8 @@ def reference_dataset(pattern: str, batch: int) -> tf.data.Dataset:
 class Reference:
     """The keras-hub model trained by `fit`; `run(steps)` -> examples/s."""
 
-    def __init__(self, config, dataset, batch, spe, xla):
+    def __init__(self, config, dataset, batch, spe, xla, policy="float32"):
+        keras.config.set_dtype_policy(policy)  # fit wraps the optimizer in a LossScaleOptimizer for float16
         self.model = reference_model(config, spe, xla)
         self.dataset, self.batch, self.spe, self.stamps = dataset, batch, spe, []
 
@@ -173,18 +186,90 @@ def bench_size(size, args, pattern, workdir) -> dict:
     task = BertTask(config, args.seq_length, PREDICTIONS)
     ref_data = reference_dataset(pattern, batch)
     engines = {}
-    for xla in (True, False):
-        engines["ours", xla] = Ours(task, pattern, batch, spe, xla, os.path.join(workdir, f"{size}_{xla}"))
-        engines["reference", xla] = Reference(config, ref_data, batch, spe, xla)
+    for xla in args.xla:
+        engines["ours", xla] = Ours(task, pattern, batch, spe, xla, os.path.join(workdir, f"{size}_{xla}"),
+                                    args.mixed_precision)
+        engines["reference", xla] = Reference(config, ref_data, batch, spe, xla, args.mixed_precision)
+    keras.config.set_dtype_policy("float32")
     rates, warmup = {key: [] for key in engines}, {}
     for repeat in range(args.repeats):  # the first execution of the first repeat traces and compiles
-        for xla in (True, False):
+        for xla in args.xla:
             for name in ("ours", "reference") if repeat % 2 == 0 else ("reference", "ours"):
                 *rate, first = engines[name, xla].run(steps)
                 rates[name, xla].append(rate)
                 warmup.setdefault((name, xla), first)
     return {"batch": batch, "steps": steps, "steps_per_execution": spe, "flops_per_example": task.flops_per_example(),
             "rates": rates, "warmup": warmup}
+
+
+def precision_run(kind, pattern, policy, xla, args, model_dir) -> dict:
+    """One Trainer run of `args.steps` steps -> tokens/s, tokens per CPU-second (after the first execution)
+    and the logged losses {step: loss}."""
+    metadata, _ = readers.read_metadata(pattern)
+    data = families.data_section(metadata, pattern)
+    task = families.make_task(kind, families.preset_config(kind, f"{kind}_{args.size}",
+                                                           vocab_size=data["vocab_size"]), data)
+    config = TrainConfig(batch_size=args.batch_size or 32, train_steps=args.steps, jit_compile=xla,
+                         steps_per_execution=args.log_every, log_every=args.log_every, checkpoint_every=10 ** 9,
+                         learning_rate=1e-3, warmup_steps=args.steps // 10, mixed_precision=policy)
+    strategy = distribute.make_strategy("default")
+    trainer = Trainer(task, config, strategy, model_dir)
+    trainer.save = lambda: ""
+    stamps, train_fn = [], trainer._make_train_fn()
+
+    def timed(iterator, steps):
+        totals = train_fn(iterator, steps)
+        stamps.append(_clocks())
+        return totals
+    trainer._train_fn = timed
+    dataset = distributed_dataset(strategy, pattern, task, config, training=True)
+    try:
+        examples_per_s, examples_per_cpu_s, first = _timed(lambda: trainer.train(dataset), stamps,
+                                                           (args.steps - args.log_every) * config.batch_size)
+    finally:
+        keras.config.set_dtype_policy("float32")
+        keras.backend.clear_session()
+    with open(os.path.join(model_dir, "history.jsonl")) as f:
+        losses = {r["step"]: r["loss"] for r in map(json.loads, f) if r["split"] == "train"}
+    tokens = task.tokens_per_example()
+    return {"tokens_per_s": examples_per_s * tokens, "tokens_per_cpu_s": examples_per_cpu_s * tokens,
+            "first_execution_s": first, "losses": losses}
+
+
+def precision_main(args) -> None:
+    flags = hardware.cpu_flags()
+    print(f"CPU bfloat16 flags: {sorted(flags) or 'none'} -> class {hardware.cpu_class(flags)}; "
+          f"{os.cpu_count()} CPUs; {args.steps} steps of batch {args.batch_size or 32}, seq {args.seq_length}",
+          flush=True)
+    combos = [(p, x) for p in args.precisions.split(",") for x in (True, False)]
+    results = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for kind in args.models.split(","):
+            pattern = write_dataset(os.path.join(workdir, f"data_{kind}"), kind, examples=2048,
+                                    seq=args.seq_length, preds=PREDICTIONS, vocab_size=8000, shards=4)
+            for policy, xla in combos:
+                run = precision_run(kind, pattern, policy, xla, args, os.path.join(workdir, f"{kind}_{policy}_{xla}"))
+                results[kind, policy, xla] = run
+                print(f"{kind} {policy} XLA {'on' if xla else 'off'}: {run['tokens_per_s']:,.0f} tok/s, "
+                      f"{run['tokens_per_cpu_s']:,.0f} tok/CPU-s, losses "
+                      f"{[round(v, 3) for v in run['losses'].values()]}", flush=True)
+    print(f"\n{'model':<5} {'policy':<15} {'XLA':<3} {'tok/s':>9} {'tok/CPU-s':>9} {'vs f32':>6} "
+          f"{'1st exec s':>10} {'final loss':>10} {'max|dL|':>7} {'|dL| end':>8}")
+    summary = {"cpu_class": hardware.cpu_class(flags), "steps": args.steps}
+    for kind, policy, xla in results:
+        run, base = results[kind, policy, xla], results[kind, "float32", False]
+        steps = sorted(run["losses"])
+        diffs = [abs(run["losses"][s] - base["losses"][s]) for s in steps]
+        tail = lambda r: sum(r["losses"][s] for s in steps[-3:]) / len(steps[-3:])  # noqa: E731
+        speed = run["tokens_per_cpu_s"] / base["tokens_per_cpu_s"]
+        print(f"{kind:<5} {policy:<15} {'on' if xla else 'off':<3} {run['tokens_per_s']:>9,.0f} "
+              f"{run['tokens_per_cpu_s']:>9,.0f} {speed:>6.2f} {run['first_execution_s']:>10.1f} "
+              f"{run['losses'][steps[-1]]:>10.4f} {max(diffs):>7.4f} {abs(tail(run) - tail(base)):>8.4f}")
+        tag = f"{kind}_{policy}_{'xla' if xla else 'noxla'}"
+        summary.update({f"{tag}_tokens_per_s": round(run["tokens_per_s"]),
+                        f"{tag}_tokens_per_cpu_s": round(run["tokens_per_cpu_s"]), f"{tag}_vs_f32": round(speed, 3),
+                        f"{tag}_max_loss_diff": round(max(diffs), 4)})
+    print(json.dumps(summary))
 
 
 def main(argv=None) -> None:
@@ -196,11 +281,26 @@ def main(argv=None) -> None:
     parser.add_argument("--steps_per_execution", type=int, default=None, help="default: per size, at most --steps")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--precision", action="store_true", help="compare precisions x XLA instead (see above)")
+    parser.add_argument("--models", default="bert,gpt,bilm", help="--precision: model families")
+    parser.add_argument("--size", default="tiny", help="--precision: preset size")
+    parser.add_argument("--precisions", default="float32,mixed_bfloat16", help="--precision: dtype policies")
+    parser.add_argument("--log_every", type=int, default=25, help="--precision: steps per logged loss")
+    parser.add_argument("--mixed_precision", default="float32", help="dtype policy of both engines")
+    parser.add_argument("--xla", default="on,off", help="XLA settings to run: on, off or on,off")
+    parser.add_argument("--peak_tflops", type=float, default=None,
+                        help="MFU against this peak (e.g. 989 for an H200 in bfloat16) instead of the measured "
+                             "float32 matmul peak")
     args = parser.parse_args(argv)
+    args.xla = [x.strip() == "on" for x in args.xla.split(",")]
+    if args.precision:
+        args.steps = args.steps or 300
+        return precision_main(args)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
 
-    peak = matmul_peak_gflops()
-    print(f"float32 matmul peak (best of XLA/oneDNN, n = 1024/2048/4096): {peak:,.1f} GFLOP/s; "
+    peak = args.peak_tflops * 1e3 if args.peak_tflops else matmul_peak_gflops()
+    print(f"{args.mixed_precision}; peak ({'given' if args.peak_tflops else 'measured float32 matmul, best of XLA/oneDNN'}): "
+          f"{peak:,.1f} GFLOP/s; "
           f"{os.cpu_count()} CPUs; seq {args.seq_length}, {PREDICTIONS} predictions, vocab {VOCAB}", flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -211,13 +311,13 @@ def main(argv=None) -> None:
             keras.backend.clear_session()
             rates = {f"{n}_xla_{x}": [round(r[0], 1) for r in v] for (n, x), v in results[size]["rates"].items()}
             print(f"{size}: examples/s per repeat {json.dumps(rates)}", flush=True)
-    peak = max(peak, matmul_peak_gflops())  # once more at the end: the machine is shared
+    peak = peak if args.peak_tflops else max(peak, matmul_peak_gflops())  # once more at the end: the machine is shared
 
     print(f"\n{'size':<5} {'XLA':<3} {'batch':>5} {'steps':>5} {'ours tok/s':>10} {'ref tok/s':>9} {'ours MFU':>8} "
           f"{'ref MFU':>7} {'ours/ref':>8} {'tok/CPU-s ours/ref':>18} {'ratio':>5} {'1st exec s':>10}")
-    summary = {"peak_gflops": round(peak, 1), "seq_length": args.seq_length}
+    summary = {"peak_gflops": round(peak, 1), "seq_length": args.seq_length, "mixed_precision": args.mixed_precision}
     for size, r in results.items():
-        for xla in (True, False):
+        for xla in args.xla:
             (ours, _), (ref, _) = (max(r["rates"][name, xla]) for name in ("ours", "reference"))
             ours_cpu, ref_cpu = (max(c for _, c in r["rates"][name, xla]) for name in ("ours", "reference"))
             mfu = lambda rate: 100.0 * rate * r["flops_per_example"] / (peak * 1e9)  # noqa: E731

@@ -56,6 +56,10 @@ PRESETS = {
     "bert_large": common.transformer_preset(24, 1024, 16),
 }
 
+# Training recipe per preset: TrainConfig fields that `models.training.train` starts from (an explicit `--set`
+# still wins). Measured on the shared corpus (docs/accelerators.md); presets not listed keep TrainConfig's.
+RECIPES = {"bert_tiny": {"learning_rate": 2e-3}}
+
 
 def build_encoder(config: BertConfig) -> keras.Model:
     """The backbone: ids, mask, types -> `sequence_output` [B, T, H], `pooled_output` [B, H],

@@ -108,6 +108,10 @@ PRESETS: dict[str, dict] = {
                           lstm_projection_dim=512, softmax="sampled", num_sampled=8192, **_ELMO),
 }
 
+# Training recipe per preset: TrainConfig fields that `models.training.train` starts from (an explicit `--set`
+# still wins). Measured on the shared corpus (docs/accelerators.md); presets not listed keep TrainConfig's.
+RECIPES = {"bilm_tiny": {"learning_rate": 2e-3}}
+
 
 def parameter_count(config: BiLMConfig, include_softmax: bool = True) -> int:
     """Weights of `BiLM(config)`, counted from the config (ELMo's published figures exclude the softmax)."""

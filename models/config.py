@@ -32,8 +32,9 @@ class TrainConfig:
       accumulation_steps: micro-batches per optimizer step; each is `batch_size / accumulation_steps`.
       steps_per_execution: optimizer steps per `tf.function` call (what TPUs want).
       jit_compile: compile the step with XLA.
-      mixed_precision: `float32`, `mixed_bfloat16` (TPU, recent CPUs/GPUs) or `mixed_float16` (GPUs, with
-        dynamic loss scaling).
+      mixed_precision: `auto` (decided at run time by `models.training.hardware`: `mixed_bfloat16` on TPUs and
+        GPUs; on a CPU from its bfloat16 flags and measurements, `float32` today), `float32`,
+        `mixed_bfloat16` (TPU, recent CPUs/GPUs) or `mixed_float16` (GPUs, with dynamic loss scaling).
       checkpoint_every: optimizer steps between checkpoints (a final one is always written).
       log_every: optimizer steps between log lines and TensorBoard summaries.
       eval_every: optimizer steps between evaluations when `--eval_data` is given (0 = only at the end).
@@ -59,7 +60,7 @@ class TrainConfig:
     accumulation_steps: int = 1
     steps_per_execution: int = 10
     jit_compile: bool = True
-    mixed_precision: str = "float32"
+    mixed_precision: str = "auto"
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     log_every: int = 50
@@ -71,7 +72,8 @@ class TrainConfig:
     def __post_init__(self):
         _check_choice("decay", self.decay, ("linear", "polynomial", "constant"))
         _check_choice("optimizer", self.optimizer, ("adamw", "lamb", "adagrad"))
-        _check_choice("mixed_precision", self.mixed_precision, ("float32", "mixed_bfloat16", "mixed_float16"))
+        _check_choice("mixed_precision", self.mixed_precision, ("auto", "float32", "mixed_bfloat16",
+                                                                  "mixed_float16"))
         for name in ("batch_size", "train_steps", "accumulation_steps", "steps_per_execution",
                      "checkpoint_every", "log_every", "eval_steps", "keep_checkpoints"):
             if getattr(self, name) < 1:

@@ -49,6 +49,10 @@ PRESETS = {
     "gpt_gpt1": common.transformer_preset(12, 768, 12, max_position_embeddings=512),
 }
 
+# Training recipe per preset: TrainConfig fields that `models.training.train` starts from (an explicit `--set`
+# still wins). Measured on the shared corpus (docs/accelerators.md); presets not listed keep TrainConfig's.
+RECIPES = {"gpt_tiny": {"learning_rate": 1e-3}}
+
 
 def build_decoder(config: GptConfig) -> keras.Model:
     """ids [B, T] -> `hidden_states` [B, T, H] (last block), next-token `logits` [B, T, V], and for

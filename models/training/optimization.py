@@ -1,7 +1,8 @@
 """Optimizers and learning-rate schedules as the papers train: AdamW (BERT, GPT) or LAMB (large batches)
 with linear warm-up then linear/polynomial decay, weight decay off for biases and layer norms, global-norm
-clipping; Adagrad for the biLM as bilm-tf trained it; dynamic loss scaling under `mixed_float16`.
-`warmup_decay_rate` is the one learning-rate formula: fine-tuning's tf_keras schedule calls it too.
+clipping; Adagrad for the biLM as bilm-tf trained it; dynamic loss scaling under `mixed_float16`; the global
+dtype policy (`auto` decided by `hardware`). `warmup_decay_rate` is the one learning-rate formula: fine-tuning's
+tf_keras schedule calls it too.
 
 Gradients reach the optimizer already summed over replicas (the loop all-reduces once, after gradient
 accumulation), so clipping sees the global gradient. Keras 3's TF optimizer would otherwise all-reduce
@@ -12,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from models.config import TrainConfig
+from models.training import hardware
 
 # Keras 3 variable names (`variable.name` is the short name) exempt from weight decay: biases (incl. the
 # MLM head's `output_bias`), layer-norm scales and offsets, and ScalarMix's weights.
@@ -100,6 +102,9 @@ def make_optimizer(config: TrainConfig) -> keras.optimizers.Optimizer:
     return optimizer
 
 
-def set_precision(config: TrainConfig) -> None:
-    """The global Keras dtype policy; call before building the model."""
-    keras.config.set_dtype_policy(config.mixed_precision)
+def set_precision(config: TrainConfig) -> str:
+    """Sets the global Keras dtype policy (`auto` decided for this machine and `jit_compile`,
+    `hardware.resolve_precision`) and returns it; call before building the model."""
+    policy = hardware.resolve_precision(config.mixed_precision, config.jit_compile)
+    keras.config.set_dtype_policy(policy)
+    return policy

@@ -123,8 +123,10 @@ def resolve(args) -> tuple:
                          f"{', '.join(families.presets(args.model))}")
     else:
         base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
+    recipe = families.module(args.model).RECIPES.get(args.preset, {})  # the preset's training defaults
     try:
-        model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(), args.overrides)
+        model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(**recipe),
+                                                                args.overrides)
     except ValueError as e:  # an OverrideError, or a config's own range check
         raise UserError(str(e)) from e
     check_configs(model_config, train_config)

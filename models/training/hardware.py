@@ -1,0 +1,61 @@
+"""The run-time precision decision: the Keras dtype policy a training run gets when its config says `auto`.
+
+On TPUs and GPUs `auto` is `mixed_bfloat16` (both have bfloat16 matrix units; XLA stays on, the TrainConfig
+default). On a CPU it is what `benchmarks.training --precision` measured fastest for that CPU's class of
+bfloat16 support (read from `/proc/cpuinfo` at run time, never assumed) and the run's XLA setting, by the rule
+in docs/accelerators.md: a policy replaces `float32` only when it is at least `MIN_SPEEDUP` faster in tokens
+per CPU-second for each of bert_tiny, gpt_tiny and bilm_tiny. A class not measured yet keeps `float32`.
+
+`decide` is pure (device kind, flags and XLA in, policy out); `cpu_flags` and `device_kind` do the looking.
+"""
+
+import os
+
+CPU_INFO = "/proc/cpuinfo"
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_flags(path: str = CPU_INFO) -> frozenset[str]:
+    """The CPU's bfloat16 flags (of `BF16_FLAGS`) from the first `flags` line of `path`; empty when unreadable
+    (not Linux)."""
+    if not os.path.exists(path):
+        return frozenset()
+    with open(path) as f:
+        for line in f:
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split()) & frozenset(BF16_FLAGS)
+    return frozenset()
+
+
+def cpu_class(flags: frozenset[str]) -> str:
+    """`amx_bf16`, `avx512_bf16` or `none`: the strongest bfloat16 support among `flags`."""
+    return next((f for f in BF16_FLAGS if f in flags), "none")
+
+
+# (CPU class, XLA on) -> the measured policy. avx512_bf16 (AMD EPYC Zen 4, docs/accelerators.md): with XLA,
+# mixed_bfloat16 is slower than float32 (BERT 0.86x); without XLA it is faster for BERT (1.33x) but not
+# by MIN_SPEEDUP for GPT (1.05x). amx_bf16 and `none` have not been measured.
+MIN_SPEEDUP = 1.10
+MEASURED_CPU = {("avx512_bf16", True): "float32", ("avx512_bf16", False): "float32"}
+
+
+def decide(device: str, flags: frozenset[str], jit_compile: bool) -> str:
+    """The dtype policy for `auto`: `device` is `TPU`, `GPU` or `CPU`."""
+    if device in ("TPU", "GPU"):
+        return "mixed_bfloat16"
+    return MEASURED_CPU.get((cpu_class(flags), bool(jit_compile)), "float32")
+
+
+def device_kind() -> str:
+    """`TPU` or `GPU` when TF sees one, else `CPU`."""
+    import tensorflow as tf
+
+    for kind in ("TPU", "GPU"):
+        if tf.config.list_logical_devices(kind):
+            return kind
+    return "CPU"
+
+
+def resolve_precision(policy: str, jit_compile: bool) -> str:
+    """`auto` -> the decided policy for this machine; any other policy is returned unchanged."""
+    return decide(device_kind(), cpu_flags(), jit_compile) if policy == "auto" else policy
