@@ -8,7 +8,8 @@ import pytest
 
 from benchmarks import model_quality
 
-pytestmark = pytest.mark.shared_data("corpus/pretrain.txt.gz", "corpus/heldout.txt.gz")
+pytestmark = [pytest.mark.shared_data("corpus/pretrain.txt.gz", "corpus/heldout.txt.gz"),
+              pytest.mark.timeout(3600)]  # the first test trains the three models (module fixture)
 
 
 @pytest.fixture(scope="module")
