@@ -200,6 +200,17 @@ def select_layers(layer_names, hidden, extra, choice, weights=None) -> np.ndarra
     return combine(hidden, choice, weights)
 
 
+def choice_vectors(encoder: ModuleEncoder, encoded: SentenceVectors, choices: list[str], pool: str = "none",
+                   weights: list[float] | None = None) -> dict[str, np.ndarray]:
+    """One sentence's vectors per layer choice: `[W, D]` (`pool="none"`) or `[1, D]`, the mean of its words
+    (`"mean"`). What `write_features` writes, and `downstream.embed`'s job too."""
+    out = {}
+    for c in choices:
+        v = select_layers(encoder.layer_names, encoded.hidden, encoded.extra, c, weights)  # [W, D]
+        out[c] = v if pool == "none" else v.mean(0, keepdims=True)  # [W, D] or [1, D]
+    return out
+
+
 def _write_npz(path, sentences, encoded, features, pool):
     arrays = {c: np.concatenate(v, 0) if v else np.zeros((0, 0), np.float32) for c, v in features.items()}
     lengths = [len(e.words) for e in encoded]
@@ -230,9 +241,8 @@ def write_features(encoder: ModuleEncoder, sentences: list[str], output: str, ch
     encoded = encoder.encode(sentences, batch_size)
     features = {c: [] for c in choices}
     for enc in encoded:
-        for c in choices:
-            v = select_layers(encoder.layer_names, enc.hidden, enc.extra, c, weights)  # [W, D]
-            features[c].append(v if pool == "none" else v.mean(0, keepdims=True))
+        for c, v in choice_vectors(encoder, enc, choices, pool, weights).items():
+            features[c].append(v)
     if output.endswith(".npz"):
         _write_npz(output, sentences, encoded, features, pool)
     elif output.endswith(".tfrecord"):

@@ -1,0 +1,253 @@
+"""Beam job: raw text (one sentence a line) -> per-word or per-sentence vectors from any exported module,
+as sharded TFRecords (one `tf.train.Example` per line) and a metadata.json.
+
+    python -m downstream.embed --module EXPORT --input 'PATTERN' --output_dir DIR [--layers last,...] \\
+        [--pool none|mean] [--weights W,...] [--batch_size 64] [--bad_lines skip|truncate] [--num_shards 8] \\
+        [--overwrite] [Beam options]
+
+The flow (named steps): Files (`Create` of the matched paths) -> ReadLines (one file per worker, streamed;
+each line keyed by (file, length bucket, index // batch_size); bad bytes counted) -> Batch (a GroupByKey:
+batches of lines of similar length, the same on every runner) -> Embed (`RunInference` with
+`embed_model.EmbeddingHandler`: one model per worker process) -> KeyByShard (stable hash of (file, line))
+-> GroupShards -> WriteShards (streamed) -> Finish (moves the shards into place, metadata.json last).
+
+Batching is ours, not `BatchElements` (RunInference's own, which the handler skips: `with_no_batching`):
+`BatchElements` emits its last batch in `finish_bundle`, which Beam 2.77's Dask runner drops, and it
+batches in arrival order, lines of any length together.
+
+Bad lines never stop the job; they are counted (Beam counters in namespace `embed`, and `counters` in
+metadata.json, the same on runners without a metrics API): `empty_lines` (blank, or no word) and
+`lines_over_max_bytes` (over 1 MiB) are always skipped; `lines_with_invalid_utf8` and `lines_over_window`
+(more word pieces than the module reads) are skipped with `--bad_lines skip` (the default) and kept with
+`--bad_lines truncate` (bad bytes replaced by U+FFFD; words past the window dropped, `truncated` = 1).
+
+Output: the shards and metadata.json are written under `DIR/.staging-RUNID/` and moved into DIR at the
+end, metadata.json last, so a failed run leaves only a hidden staging folder. See docs/embed.md.
+"""
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+
+import apache_beam as beam
+import tensorflow as tf
+from apache_beam.ml.inference.base import RunInference
+
+from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
+from pipeline import corpus_io
+from pipeline.beam_options import Counts, pipeline_options, split_counts, total
+from pipeline.shard_writer import METADATA, ShardWriter, previous_run, write_metadata
+from preprocessing.stable_random import stable_hash
+
+SHARD_PREFIX = "embeddings"
+DEFAULT_LAYERS = "last"
+
+
+class ReadLines(beam.DoFn):
+    """`(file index, path)` -> `((file index, length bucket, chunk), Line)` per line to embed, then the
+    file's `Counts`. A chunk holds up to `batch_size` lines of one bucket."""
+
+    def __init__(self, bad_lines: str, batch_size: int):
+        self.bad_lines, self.batch_size = bad_lines, batch_size
+
+    def process(self, item):
+        index, path = item
+        counts = Counts(lines=0, empty_lines=0, lines_with_invalid_utf8=0, lines_over_max_bytes=0, skipped=0)
+        per_bucket = collections.Counter()
+        for number, raw in enumerate(corpus_io.raw_lines(path), 1):
+            counts["lines"] += 1
+            if raw is None:
+                counts["lines_over_max_bytes"] += 1
+                counts["skipped"] += 1
+                continue
+            try:
+                text, invalid = raw.decode("utf-8").strip(), False
+            except UnicodeDecodeError:
+                text, invalid = raw.decode("utf-8", errors="replace").strip(), True
+                counts["lines_with_invalid_utf8"] += 1
+            if not text or (invalid and self.bad_lines == "skip"):
+                counts["skipped"] += 1
+                counts["empty_lines"] += not text
+                continue
+            bucket = length_bucket(text)
+            yield (index, bucket, per_bucket[bucket] // self.batch_size), Line(path, number, text, invalid)
+            per_bucket[bucket] += 1
+        yield counts.report(NAMESPACE)
+
+
+class WriteShard(beam.DoFn):
+    """`(shard, [Embedded or None])` -> the shard written and its summary. Records are streamed to the file
+    as the group is iterated (Dataflow reads a large group lazily), so a shard is never held in memory; their
+    order in the shard is the runner's (each record carries its file and line)."""
+
+    def __init__(self, staging: str, num_shards: int):
+        self.staging, self.num_shards = staging, num_shards
+
+    def process(self, item):
+        shard, values = item
+        status, loads = collections.Counter(), set()
+
+        def records():
+            for e in values:
+                if e is not None:
+                    status[e.status] += 1
+                    loads.add(e.load_id)
+                    if e.record is not None:
+                        yield e.record
+
+        with ShardWriter(self.staging, SHARD_PREFIX, shard, self.num_shards, gzip=False) as writer:
+            writer.write_all(records())
+        counters = {"empty_lines": status["empty"], "skipped": status["empty"] + status["over_window"],
+                    "lines_over_window": status["truncated"] + status["over_window"]}
+        yield {**writer.summary(), "counters": counters, "loads": sorted(loads)}
+
+
+def build_pipeline(p, config: EmbedConfig, files: list[str], staging: str, num_shards: int, metadata: dict):
+    read = (p
+            | "Files" >> beam.Create(list(enumerate(files)))
+            | "ReadLines" >> beam.ParDo(ReadLines(config.bad_lines, config.batch_size)))
+    lines, read_counts = split_counts(read, "Read")
+    embedded = (lines
+                | "Batch" >> beam.GroupByKey()
+                | "InOrder" >> beam.MapTuple(lambda _, batch: sorted(batch, key=lambda line: line.number))
+                | "Embed" >> RunInference(EmbeddingHandler(config).with_no_batching()))
+    every_shard = p | "EveryShard" >> beam.Create([(s, None) for s in range(num_shards)])
+    keyed = embedded | "KeyByShard" >> beam.Map(lambda e: (stable_hash("embed", e.file, e.number) % num_shards, e))
+    summaries = ((keyed, every_shard)
+                 | "WithEmptyShards" >> beam.Flatten()
+                 | "GroupShards" >> beam.GroupByKey()
+                 | "WriteShards" >> beam.ParDo(WriteShard(staging, num_shards)))
+    ((summaries, read_counts)
+     | "WithCounts" >> beam.Flatten()
+     | "Gather" >> beam.combiners.ToList()
+     | "Finish" >> beam.Map(finish, staging, metadata))
+
+
+def finish(gathered, staging: str, metadata: dict) -> None:
+    """Moves the staged shards into the output dir, then writes metadata.json there, then drops staging."""
+    summaries = sorted((s for s in gathered if not isinstance(s, Counts)), key=lambda s: s["file"])
+    counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
+    examples = sum(s["examples"] for s in summaries)
+    counters["examples"] = examples
+    output_dir = os.path.dirname(staging.rstrip("/"))
+    for s in summaries:
+        tf.io.gfile.rename(os.path.join(staging, s["file"]), os.path.join(output_dir, s["file"]), overwrite=True)
+    loads = sorted({load for s in summaries for load in s["loads"]})
+    write_metadata(output_dir, {**metadata, "files": [s["file"] for s in summaries],
+                                "examples_per_file": {s["file"]: s["examples"] for s in summaries},
+                                "examples": examples, "counters": counters, "model_loads": len(loads),
+                                "worker_processes": len({load.rsplit(":", 1)[0] for load in loads})})
+    tf.io.gfile.rmtree(staging)
+
+
+def module_files_sha256(module_dir: str) -> dict[str, str]:
+    """sha256 of `saved_model.pb` and every file under `variables/`, by path relative to `module_dir`."""
+    names = ["saved_model.pb"] + sorted(
+        os.path.join("variables", n) for n in tf.io.gfile.listdir(os.path.join(module_dir, "variables")))
+    out = {}
+    for name in names:
+        digest = hashlib.sha256()
+        with tf.io.gfile.GFile(os.path.join(module_dir, name), "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        out[name] = digest.hexdigest()
+    return out
+
+
+def describe_module(config: EmbedConfig) -> dict:
+    """Loads the module here once (the workers load their own) to check the choices and measure their
+    dimensions; returns metadata.json's `module`, `choices`, `dims`; raises ValueError on a bad choice."""
+    from downstream.features import ModuleEncoder, choice_vectors
+
+    encoder = ModuleEncoder(config.module)
+    unknown = [c for c in config.choices if c not in encoder.choices]
+    if unknown:
+        raise ValueError(f"unknown layer choice(s) {unknown}; this module has {encoder.choices}")
+    [probe] = encoder.encode(["a"])
+    weights = list(config.weights) if config.weights else None
+    vectors = choice_vectors(encoder, probe, list(config.choices), config.pool, weights)
+    sha = {"module": module_files_sha256(encoder.exported.path)}
+    if encoder.kind == "bert":
+        sha["preprocessor"] = module_files_sha256(os.path.join(os.path.dirname(encoder.exported.path), "preprocessor"))
+    return {"module": {"path": config.module, "module_dir": encoder.exported.path, "kind": encoder.kind,
+                       "sha256": sha, "layer_names": encoder.layer_names, "max_pieces": encoder.max_pieces},
+            "choices": list(config.choices), "dims": {c: int(v.shape[-1]) for c, v in vectors.items()}}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m downstream.embed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", required=True, help="an export dir (holding hub/), or its hub/encoder or hub/module")
+    parser.add_argument("--input", required=True, help="file pattern, one sentence a line (local or gs://, .gz ok)")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--layers", default=DEFAULT_LAYERS,
+                        help="comma-separated layer choices (downstream.features' names, a layer's name, elmo)")
+    parser.add_argument("--pool", choices=("none", "mean"), default="none")
+    parser.add_argument("--weights", default=None, help="weighted_all's weights, one per hidden layer")
+    parser.add_argument("--batch_size", type=int, default=64, help="lines per model call")
+    parser.add_argument("--bad_lines", choices=BAD_LINES, default="skip",
+                        help="lines with invalid UTF-8 or over the module's window: skip them, or keep them "
+                             "(bytes replaced, words past the window dropped)")
+    parser.add_argument("--num_shards", type=int, default=8)
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
+    return parser.parse_known_args(argv)
+
+
+def prepare(args) -> tuple[EmbedConfig, list[str], dict]:
+    """Checks what can be checked before the job runs; raises ValueError with the reason."""
+    if args.batch_size < 1 or args.num_shards < 1:
+        raise ValueError("--batch_size and --num_shards must be at least 1")
+    files = corpus_io.check_pattern(args.input)
+    old = previous_run(args.output_dir)
+    if old and not args.overwrite:
+        raise ValueError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}); pass --overwrite")
+    weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
+    config = EmbedConfig(module=args.module, choices=tuple(args.layers.split(",")), pool=args.pool,
+                         weights=weights, bad_lines=args.bad_lines, batch_size=args.batch_size)
+    metadata = {**describe_module(config), "pool": config.pool, "weights": weights, "bad_lines": config.bad_lines,
+                "batch_size": config.batch_size, "num_shards": args.num_shards, "input": args.input,
+                "input_files": len(files), "record_features": ["file", "line", "text", "words", "truncated"] +
+                [f"features/{c}" for c in config.choices]}
+    return config, files, metadata
+
+
+def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: dict):
+    """Clears an earlier run (metadata.json first), runs the job to its end; returns Beam's result."""
+    tf.io.gfile.makedirs(args.output_dir)
+    old = previous_run(args.output_dir)
+    for name in [n for n in old if n == METADATA] + [n for n in old if n != METADATA]:  # metadata first
+        tf.io.gfile.remove(os.path.join(args.output_dir, name))
+    staging = os.path.join(args.output_dir, f".staging-{uuid.uuid4().hex[:12]}")
+    tf.io.gfile.makedirs(staging)
+    p = beam.Pipeline(options=pipeline_options(beam_args))
+    build_pipeline(p, config, files, staging, args.num_shards, metadata)
+    result = p.run()
+    result.wait_until_finish()
+    return result
+
+
+def run(argv=None) -> int:
+    args, beam_args = parse_args(argv)
+    try:
+        config, files, metadata = prepare(args)
+    except (ValueError, corpus_io.CorpusError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"embed: {metadata['module']['kind']} {args.module}, {len(files)} file(s) -> {args.output_dir}",
+          file=sys.stderr)
+    started = time.time()
+    execute(args, beam_args, config, files, metadata)
+    with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
+        counters = json.load(f)["counters"]
+    print(f"embed: done in {time.time() - started:.1f} s; " +
+          ", ".join(f"{k} {v:,}" for k, v in counters.items()), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(run())
