@@ -1,7 +1,6 @@
 """What a training run starts from without flags: the precision `auto` decides from the CPU's flags (read at
 run time) and the device kind, and each preset's training recipe, which an explicit `--set` overrides."""
 
-import argparse
 
 import keras
 import pytest
@@ -68,14 +67,11 @@ def test_the_tiny_preset_recipe_is_the_default_and_set_wins(kind, module, tmp_pa
     recipe = module.RECIPES[f"{kind}_tiny"]
     assert recipe["learning_rate"] != TrainConfig().learning_rate
 
-    def resolve(*overrides):
-        args = argparse.Namespace(model=kind, preset=f"{kind}_tiny", train_data=pattern,
-                                  model_dir=str(tmp_path / "run"), overrides=list(overrides))
-        return train.resolve(args)[1]
+    def resolve(*overrides, preset=f"{kind}_tiny", run="run"):
+        argv = ["--model", kind, "--preset", preset, "--train_data", pattern, "--model_dir", str(tmp_path / run)]
+        return train.resolve(train.parse_args(argv + [a for o in overrides for a in ("--set", o)]))[1]
 
     assert resolve().learning_rate == recipe["learning_rate"]
     assert resolve("learning_rate=5e-4").learning_rate == 5e-4
     other = next(p for p in module.PRESETS if p not in module.RECIPES)  # unlisted presets keep the default
-    args = argparse.Namespace(model=kind, preset=other, train_data=pattern, model_dir=str(tmp_path / "r2"),
-                              overrides=[])
-    assert train.resolve(args)[1].learning_rate == TrainConfig().learning_rate
+    assert resolve(preset=other, run="r2").learning_rate == TrainConfig().learning_rate
