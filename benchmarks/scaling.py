@@ -318,13 +318,13 @@ def report(runs: dict, empties: dict, ref: dict, args, base_words: int) -> dict:
         f" {sum(runs[(w, m)]['driver_cpu_s'] for w in workers) / len(workers):>11.1f} {'':>10}" for m in multiples))
 
     print(f"\nPeak memory per worker (MB, VmHWM; largest worker / at registration)")
-    print(f"{'workers':>7}" + "".join(f" {f'{m}x peak':>9}" for m in multiples) + f" {'ready':>7} {'16x/1x':>7}")
+    print(f"{'workers':>7}" + "".join(f" {f'{m}x peak':>9}" for m in multiples) + f" {'ready':>7} {'last/first':>10}")
     mem_ratio = {}
     for w in workers:
         peaks = [max(runs[(w, m)]["worker_peak_mb"]) for m in multiples]
         mem_ratio[w] = peaks[-1] / peaks[0]
         ready = max(runs[(w, multiples[0])]["worker_ready_mb"])
-        print(f"{w:>7}" + "".join(f" {p:>9.0f}" for p in peaks) + f" {ready:>7.0f} {mem_ratio[w]:>7.2f}")
+        print(f"{w:>7}" + "".join(f" {p:>9.0f}" for p in peaks) + f" {ready:>7.0f} {mem_ratio[w]:>10.2f}")
     driver_peaks = [max(runs[(w, m)]["driver_peak_mb"] for w in workers) for m in multiples]
     print(f"driver peak (MB): " + ", ".join(f"{m}x {p:.0f}" for m, p in zip(multiples, driver_peaks)))
 
