@@ -41,7 +41,8 @@ from apache_beam.ml.inference.base import RunInference
 from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
 from pipeline import corpus_io
 from pipeline.beam_options import Counts, pipeline_options, split_counts, total
-from pipeline.shard_writer import METADATA, ShardWriter, previous_run, write_metadata
+from pipeline.shard_writer import METADATA, ShardWriter, previous_run
+from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
 
 SHARD_PREFIX = "embeddings"
@@ -138,10 +139,11 @@ def finish(gathered, staging: str, metadata: dict) -> None:
     for s in summaries:
         tf.io.gfile.rename(os.path.join(staging, s["file"]), os.path.join(output_dir, s["file"]), overwrite=True)
     loads = sorted({load for s in summaries for load in s["loads"]})
-    write_metadata(output_dir, {**metadata, "files": [s["file"] for s in summaries],
-                                "examples_per_file": {s["file"]: s["examples"] for s in summaries},
-                                "examples": examples, "counters": counters, "model_loads": len(loads),
-                                "worker_processes": len({load.rsplit(":", 1)[0] for load in loads})})
+    write_json(os.path.join(output_dir, METADATA), {
+        **metadata, "files": [s["file"] for s in summaries],
+        "examples_per_file": {s["file"]: s["examples"] for s in summaries}, "examples": examples,
+        "counters": counters, "model_loads": len(loads),
+        "worker_processes": len({load.rsplit(":", 1)[0] for load in loads})})
     tf.io.gfile.rmtree(staging)
 
 

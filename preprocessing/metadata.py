@@ -122,8 +122,13 @@ class DatasetMetadata:
 
     def write(self, directory: str) -> None:
         """Writes `directory/metadata.json` aside and renames it: readers never see half a file."""
-        path = os.path.join(directory, FILE_NAME)
-        tmp = path + ".incomplete"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        write_json(os.path.join(directory, FILE_NAME), self.to_json())
+
+
+def write_json(path: str, payload: dict) -> None:
+    """`payload` as sorted, indented JSON, written aside and renamed into `path` (local or gs://): the one
+    way a job's metadata file is written (this module's, and the embedding job's own record)."""
+    tmp = path + ".incomplete"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
