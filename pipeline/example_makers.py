@@ -104,8 +104,10 @@ def _split(ragged):
 
 
 class MakeExamples(SetupDoFn):
-    """`(bucket, [(doc id, document) or None, ...])` -> the bucket's shard file, and `{"file", "examples",
-    "counters"}` (documents and tokens in the bucket, instances, masked tokens, ...).
+    """`((bucket, num_shards), [(doc id, document) or None, ...])` -> the bucket's shard file, and `{"file",
+    "examples", "num_shards", "counters"}` (documents and tokens in the bucket, instances, masked tokens, ...).
+    The shard count travels in the key (`pipeline.buckets`: no side input); a bare `bucket` key takes it from
+    the `num_shards` argument instead.
 
     Examples are written in chunks of 4096, each chunk in a pseudo-random order drawn from `(seed, bucket,
     chunk)`, so instances of one document are spread apart; the reader's shuffle mixes further.
@@ -134,10 +136,11 @@ class MakeExamples(SetupDoFn):
                                  input_signature=spec, autograph=False)
         self._schema = schema
 
-    def process(self, element, num_shards: int):
+    def process(self, element, num_shards: int = 0):
         from pipeline.shard_writer import ShardWriter
 
-        bucket, members = element
+        key, members = element
+        bucket, num_shards = key if isinstance(key, tuple) else (key, num_shards)
         members = sorted(m for m in members if m is not None)
         make = {"bert": self._bert, "gpt": self._gpt, "bilm": self._bilm}[self.config.model]
         counts = collections.Counter({k: 0 for k in _COUNTERS[self.config.model]})
@@ -148,7 +151,7 @@ class MakeExamples(SetupDoFn):
                 order = random.Random(stable_random.stable_hash(self.config.seed, bucket, chunk))
                 order.shuffle(serialized)
                 writer.write_all(serialized)
-        yield {**writer.summary(), "counters": dict(Counts(counts).report(NAMESPACE))}
+        yield {**writer.summary(), "num_shards": num_shards, "counters": dict(Counts(counts).report(NAMESPACE))}
 
     def _emit(self, batch: dict, counts) -> list[bytes]:
         serialized = self._schema.serialize(batch, self._features).numpy().tolist()

@@ -8,7 +8,8 @@
 The flow (each step a named Beam transform):
   ReadDocuments (one file per worker, streamed) -> BatchDocuments (a GroupByKey on (file, document index
   // 256): spreads documents over workers in batches that are the same on every runner) ->
-  TokenizeDocuments (batched tf-text) -> AssignBuckets (stable hash of the document id) -> GroupByKey ->
+  TokenizeDocuments (batched tf-text) -> AssignBuckets (stable hash of the document id; no side input, see
+  `pipeline.buckets`) -> GroupByKey ->
   MakeExamples (per bucket: BERT pairs with random next segments from the bucket's other documents and
   masking, or GPT / biLM windows; written as the bucket's shard) -> metadata.json (with the counters,
   which travel with the data: the same on every runner, metrics API or not).
@@ -19,7 +20,6 @@ The output is byte-identical for the same input and seed whatever the runner or 
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 import time
@@ -28,23 +28,20 @@ import apache_beam as beam
 import tensorflow as tf
 
 from pipeline import corpus_io
+from pipeline.buckets import AssignBuckets
 from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
                                      total)
 from pipeline.documents import ReadDocuments
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
 from pipeline.shard_writer import previous_run
-from preprocessing import schema, sentence_pairs, stable_random
+from preprocessing import schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
 from preprocessing.vocabulary import Vocabulary
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
 _BATCH_DOCUMENTS = 256
-
-
-def bucket_count(num_documents: int, num_shards: int, docs_per_bucket: int) -> int:
-    return num_shards or max(1, math.ceil(num_documents / docs_per_bucket))
 
 
 class TokenizedDocuments(beam.PTransform):
@@ -68,23 +65,15 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
     docs, read_counts = (p
                          | "Files" >> beam.Create(list(enumerate(files)))
                          | "Documents" >> TokenizedDocuments(config))
-    n_docs = docs | "CountDocuments" >> beam.combiners.Count.Globally()
-    buckets = n_docs | "Buckets" >> beam.Map(bucket_count, args.num_shards, args.docs_per_bucket)
-    seed = config.seed
-    assigned = docs | "AssignBuckets" >> beam.Map(
-        lambda doc, n: (stable_random.stable_hash(seed, "bucket", doc[0]) % n, doc),
-        n=beam.pvalue.AsSingleton(buckets))
-    every_bucket = buckets | "EveryBucket" >> beam.FlatMap(lambda n: [(b, None) for b in range(n)])
-    summaries = ((assigned, every_bucket)
-                 | "WithEmptyBuckets" >> beam.Flatten()
+    summaries = (docs
+                 | "AssignBuckets" >> AssignBuckets(config.seed, args.num_shards, args.docs_per_bucket,
+                                                    _BATCH_DOCUMENTS)
                  | "GroupBuckets" >> beam.GroupByKey()
-                 | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, args.gzip),
-                                                num_shards=beam.pvalue.AsSingleton(buckets)))
+                 | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, args.gzip)))
     ((summaries, read_counts)
      | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
-     | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files),
-                                   beam.pvalue.AsSingleton(buckets)))
+     | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files)))
 
 
 def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
@@ -100,9 +89,13 @@ def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
                            input_files=len(files))
 
 
-def _finish(gathered, output_dir, metadata: DatasetMetadata, num_shards):
+def _finish(gathered, output_dir, metadata: DatasetMetadata):
     """Writes metadata.json from the shard summaries and the reader's `Counts` (`gathered`)."""
     summaries = sorted((s for s in gathered if not isinstance(s, Counts)), key=lambda s: s["file"])
+    num_shards = {s["num_shards"] for s in summaries}
+    if len(num_shards) > 1 or (summaries and len(summaries) != min(num_shards)):
+        raise RuntimeError(f"{len(summaries)} shard summaries for num_shards {sorted(num_shards)}")
+    num_shards = num_shards.pop() if num_shards else 0
     counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
     examples = sum(s["examples"] for s in summaries)
     if examples == 0:

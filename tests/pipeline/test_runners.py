@@ -88,14 +88,14 @@ def same_data(a, b):
 
 
 @contextlib.contextmanager
-def dask_cluster(workers, threads):
+def dask_cluster(workers, threads, partitions=4):
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
                            dashboard_address=None, silence_logs=40)
     try:
         yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address,
-               "--dask_npartitions", "4"]
+               "--dask_npartitions", str(partitions)]
     finally:
         with contextlib.suppress(ValueError):  # the runner leaves its client open
             Client.current(allow_global=True).close()
@@ -124,6 +124,51 @@ def test_dask_threads_gpt_and_bilm(corpus, reference, tmp_path):
         bilm = run_data("bilm", corpus, vocab_path, tmp_path / "bilm", dask)
     reference_bilm = run_data("bilm", corpus, vocab_path, tmp_path / "bilm-ref", ["--runner", "FnApiRunner"])
     same_data(bilm, reference_bilm)
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory):
+    """16 files of three documents: four times the partitions of `corpus`, and documents for several buckets."""
+    base = tmp_path_factory.mktemp("many_files")
+    rng = random.Random(0)
+    for f in range(16):
+        docs = ["\n".join(rng.choice(SENTENCES) for _ in range(rng.randint(2, 6))) for _ in range(3)]
+        (base / f"part{f}.txt").write_text("\n\n".join(docs) + "\n")
+    return str(base / "part*.txt")
+
+
+# No --num_shards: the bucket count comes from the document count (48 documents / 10 = 5 buckets).
+DERIVED_BUCKETS = ["--max_seq_length", "32", "--max_predictions_per_seq", "5", "--dupe_factor", "1",
+                   "--docs_per_bucket", "10"]
+
+
+def run_derived(corpus, vocab_path, out_dir, runner_args):
+    assert pretraining_data.run(["--model", "bert", "--input", corpus, "--vocab", vocab_path,
+                                 "--output_dir", str(out_dir), *DERIVED_BUCKETS, *runner_args]) == 0
+    return json.load(open(os.path.join(out_dir, "metadata.json")))
+
+
+def same_shards(a, b):
+    names = sorted(n for n in os.listdir(a) if ".tfrecord" in n)
+    assert names == sorted(n for n in os.listdir(b) if ".tfrecord" in n)
+    for name in names:
+        assert open(os.path.join(a, name), "rb").read() == open(os.path.join(b, name), "rb").read(), name
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dask_bucket_count_from_the_documents_is_the_same_for_any_worker_count(many_files, reference, tmp_path,
+                                                                               workers):
+    """Regression: the bucket count was a side input computed from the documents, which Beam 2.77's Dask runner
+    re-evaluated inside each task, with another value (a 400-document corpus gave different instance counts on
+    1 and 4 workers). 16 files in 16 partitions, no --num_shards."""
+    vocab_path = reference[0]
+    expected = run_derived(many_files, vocab_path, tmp_path / "ref", ["--runner", "FnApiRunner"])
+    assert expected["config"]["num_shards"] == 5 and expected["counters"]["documents_with_tokens"] == 48
+    with dask_cluster(workers=workers, threads=1, partitions=16) as dask:
+        got = run_derived(many_files, vocab_path, tmp_path / "dask", dask)
+    same_shards(tmp_path / "ref", tmp_path / "dask")
+    assert {k: v for k, v in got.items() if k != "config"} == {k: v for k, v in expected.items() if k != "config"}
+    assert got["config"]["num_shards"] == 5 and got["examples"] == got["counters"]["instances"] > 0
 
 
 def test_dofns_pickle_again_after_setup(reference):
