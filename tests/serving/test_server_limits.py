@@ -123,7 +123,13 @@ def test_stuck_and_idle_clients_do_not_block_others(base):
         stuck.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n")  # and nothing more
         idle = socket.create_connection(("127.0.0.1", running.rest_port))
         idle.sendall(post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a b"]}'))
-        assert b"[2]" in idle.recv(65536)  # answered; the connection stays open (keep-alive)
+        idle.settimeout(60)
+        answer = b""
+        while b"[2]" not in answer:  # headers and body may come in separate segments
+            chunk = idle.recv(65536)
+            assert chunk, f"connection closed before the answer: {answer!r}"
+            answer += chunk
+        # answered; the connection stays open (keep-alive)
         results = []
 
         def ask():
