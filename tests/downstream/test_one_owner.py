@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from demo import shared_data
 from downstream.finetune import export as finetune_export
 from downstream.finetune import inputs as inputs_lib
 from downstream.finetune import squad
 from downstream.finetune import task_data
 from downstream.module import ExportedModule, ModuleError
 from preprocessing.stable_random import stable_fraction
-from tests.conftest import ROOT
 
 REAL = [  # real sentences (SST-2 / UD English-EWT style), with punctuation, case, clitics and long words
     ("it 's a charming and often affecting journey .", "The Fed raised interest rates again, didn't it?"),
     ("unflinchingly bleak and desperate", "Al-Zaman : American forces killed Shaikh Abdullah al-Ani, the preacher."),
     ("the river bank flooded after three days of rain", "He cashed a check at the bank on Main St."),
 ]
-TASKS = os.path.join(ROOT, "..", "shared", "data", "tasks")
+TASKS = shared_data.path("tasks")
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +99,11 @@ def test_word_grouping_is_the_modules_and_an_emptied_word_is_unk(modules):
 
 
 def _squad_examples(count=6):
-    path = os.path.join(TASKS, "squad", "train.json")
-    if not os.path.exists(path):
-        pytest.skip("needs ../shared/data/tasks/squad")
-    return task_data.read_squad(path)[:count]
+    return task_data.read_squad(os.path.join(TASKS, "squad", "train.json"))[:count]
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data("tasks/squad/train.json")
 def test_squad_windows_equal_the_served_packing_of_the_served_pieces(modules):
     module = modules["bert"]
     examples = _squad_examples()
@@ -128,11 +126,10 @@ def test_squad_windows_equal_the_served_packing_of_the_served_pieces(modules):
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data("tasks/sst2/dev.tsv", "tasks/ud_pos/dev.conll")
 def test_pairs_and_tagging_on_shared_task_data(modules):
     sst = os.path.join(TASKS, "sst2", "dev.tsv")
     pos = os.path.join(TASKS, "ud_pos", "dev.conll")
-    if not (os.path.exists(sst) and os.path.exists(pos)):
-        pytest.skip("needs ../shared/data/tasks")
     texts = [e.texts[0] for e in task_data.read_classification(sst, 1)[:16]]
     pairs = list(zip(texts[::2], texts[1::2]))
     module = modules["bert"]
