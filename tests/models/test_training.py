@@ -17,6 +17,7 @@ from models.training import evaluate
 from models.training import train
 from models.config import TrainConfig
 from models.training.trainer import Trainer
+from preprocessing.user_errors import UserError
 from tests.conftest import ROOT
 from tests.fixtures.training import write_dataset
 
@@ -89,6 +90,17 @@ def test_gradient_accumulation_equals_the_large_batch(data, tmp_path):
         losses[steps] = [r["loss"] for _, r in sorted(_history(trainer.model_dir).items())]
     assert len(losses[1]) == 6
     np.testing.assert_allclose(losses[2], losses[1], rtol=2e-5)
+
+
+def test_train_only_updates_the_named_heads_and_leaves_the_encoder_frozen(data, tmp_path):
+    trainer, dataset = _trainer("bert", data, str(tmp_path / "head"), train_only=("mlm_head", "nsp_head"))
+    before = {v.path: v.numpy().copy() for v in trainer.model.trainable_variables}
+    trainer.train(dataset)
+    changed = {v.path for v in trainer.model.trainable_variables if not np.array_equal(v.numpy(), before[v.path])}
+    heads = {v.path for v in trainer.model.trainable_variables if v.path.split("/")[0] in ("mlm_head", "nsp_head")}
+    assert changed == heads and len(heads) == 7  # the tied decoder (token embeddings) stays frozen too
+    with pytest.raises(UserError, match="encoder_head matches no weight"):
+        _trainer("bert", data, str(tmp_path / "bad"), train_only=("encoder_head",))
 
 
 def _run_train(data, model_dir, steps, wait_for=None):

