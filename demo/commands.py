@@ -1,5 +1,5 @@
 """How the demo runs the project's commands and keys its steps: child processes with their stdout echoed,
-TensorFlow's start-up noise filtered out of stderr, and digests that tell a step its inputs changed."""
+TensorFlow's start-up noise (and three harmless Beam worker warnings) filtered out of stderr, and digests that tell a step its inputs changed."""
 
 import glob
 import hashlib
@@ -12,14 +12,16 @@ import threading
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project root
 
 # What TensorFlow's C++ side prints at start-up on a CPU machine, before its logging is configured (so
-# TF_CPP_MIN_LOG_LEVEL cannot hide it), and two warnings every local Beam worker logs: harmless, and dropped
+# TF_CPP_MIN_LOG_LEVEL cannot hide it), and warnings that local Beam workers log: harmless, and dropped
 # from this process's and its children's stderr.
 _TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWE]0000 [\d:.]+ +\d+ "
                        r"((port|cudart_stub|cuda_platform|cuda_executor|cuda_diagnostics)\.cc:\d+\]|"
                        r"util\.cc:\d+\] oneDNN supports DT_INT64)|"
                        # and Beam's local workers, started with the launcher's options, on two of them
                        r"WARNING:apache_beam\.runners\.portability\.local_job_service:Worker: severity: WARN .*"
-                       r"message: \"(Discarding unparseable args|No semi_persistent_directory found))")
+                       r"message: \"(Discarding unparseable args|No semi_persistent_directory found|"
+                       # and RunInference on a local worker, which cannot read its memory use
+                       r"Resource module is not available for current platform))")
 
 
 def is_noise(line: str) -> bool:
@@ -53,10 +55,21 @@ def close_stderr() -> None:
     os.close(2)
 
 
+# tensorflow_hub 0.16.1 imports pkg_resources, whose deprecation warning every child that loads a module
+# would print; the children run with it ignored (a user's own PYTHONWARNINGS comes first).
+_CHILD_WARNINGS = "ignore:pkg_resources is deprecated:UserWarning"
+
+
+def child_env() -> dict:
+    """The children's environment: unbuffered stdout (progress lines as they come), TF-Hub's warning off."""
+    warnings = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), _CHILD_WARNINGS) if w)
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONWARNINGS=warnings)
+
+
 def popen(cmd: list[str]) -> subprocess.Popen:
     """Starts `cmd` from the project root, stdout piped to the caller (stderr: ours)."""
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))  # progress lines as they come
+                            env=child_env())
 
 
 def run(cmd: list[str], echo: bool = True) -> str:
@@ -84,7 +97,7 @@ def run_all(cmds: list[list[str]], width: int = 2) -> list[str]:
 
     def one(cmd):
         done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                              env=child_env())
         return cmd, done
 
     outputs, failed = [], None

@@ -124,3 +124,53 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: s
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump({"key": keys[name], "summary": results[name], "report": report}, f, indent=1)
     return {name: results[name] for name in exported}
+
+
+def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
+    """`downstream.embed` (the Beam job, local runner) over the held-out sentences with one BERT export: a
+    mean-pooled vector per sentence from its last layer, as TFRecords under `out_dir` (reused while the export
+    and the text are unchanged); returns where they are and what the job counted (its metadata.json)."""
+    metadata_path = os.path.join(out_dir, "metadata.json")
+    key = {"export": export["stamp"], "input": commands.files_key(heldout_text)}
+    key_path = os.path.join(out_dir, "embedded_from.json")
+    if os.path.exists(metadata_path) and os.path.exists(key_path) and json.load(open(key_path)) == key:
+        print(f"reusing {out_dir} (same export and held-out text)")
+    else:
+        commands.module("downstream.embed", "--module", export["export_dir"], "--input", heldout_text,
+                        "--output_dir", out_dir, "--layers", "last", "--pool", "mean", "--num_shards", "2",
+                        "--overwrite")
+        with open(key_path, "w") as f:
+            json.dump(key, f)
+    metadata = json.load(open(metadata_path))
+    counters = metadata["counters"]
+    figures = {"output_dir": out_dir, "files": [os.path.join(out_dir, f) for f in metadata["files"]],
+               "examples": metadata["examples"], "dims": metadata["dims"], "model_loads": metadata["model_loads"],
+               "skipped": {k: v for k, v in counters.items() if k in ("empty_lines", "lines_with_invalid_utf8",
+                                                                       "lines_over_window", "lines_over_max_bytes")}}
+    print(f"{figures['examples']:,} held-out sentences -> {len(figures['files'])} shard(s) of "
+          f"tf.train.Example (text, words, mean-pooled `last` [{figures['dims']['last']}]) in {out_dir}; "
+          f"skipped: {figures['skipped']}")
+    figures["neighbours"] = nearest_sentences(figures["files"], metadata["dims"])
+    return figures
+
+
+def nearest_sentences(files: list[str], dims: dict, k: int = 3) -> dict:
+    """Reads the job's records back (`downstream.embed_model.parse_example`) and prints the `k` held-out
+    sentences nearest (cosine) to the first one of eight words or more: the vectors at work."""
+    import numpy as np
+    import tensorflow as tf
+
+    from downstream.embed_model import parse_example
+
+    records = [parse_example(r.numpy(), dims, "mean") for r in tf.data.TFRecordDataset(files)]
+    records.sort(key=lambda r: (r["file"], r["line"]))
+    vectors = np.stack([r["last"] for r in records])
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    query = next((i for i, r in enumerate(records) if len(r["words"]) >= 8), 0)
+    scores = vectors @ vectors[query]
+    scores[query] = -np.inf
+    nearest = [(records[i]["text"], round(float(scores[i]), 3)) for i in np.argsort(-scores)[:k]]
+    print(f"nearest held-out sentences to {records[query]['text']!r} (cosine of the records' vectors):")
+    for text, score in nearest:
+        print(f"  {score:.3f}  {text}")
+    return {"query": records[query]["text"], "nearest": nearest}

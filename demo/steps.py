@@ -18,10 +18,12 @@ resumes):
   7. continued: MiniLM's heads fitted on its frozen encoder ("before"), then BERT pretraining continued
      from them (`--init_checkpoint`, "after"), both evaluated on the held-out documents;
   8. export: `serving.export` of the three tiny models, the converted and the adapted MiniLM;
-  9. serving: `serving.server` over the exports, queried over REST;
- 10. polysemy: `downstream.evaluate_senses` on every export (sense accuracy per layer against the
+  9. embedding: `downstream.embed` (Beam, RunInference) over the held-out sentences with the adapted
+     MiniLM export, a vector per sentence as TFRecords, read back for a sentence's nearest neighbours;
+ 10. serving: `serving.server` over the exports, queried over REST;
+ 11. polysemy: `downstream.evaluate_senses` on every export (sense accuracy per layer against the
      most-frequent-sense ceiling, neighbours of "deep", "bank", "play"; a PNG of "deep" per model);
- 11. training curves, then `summary.json` and the summary tables.
+ 12. training curves, then `summary.json` and the summary tables.
 """
 
 import argparse
@@ -113,6 +115,11 @@ def export(args, out: dict) -> None:
     out["exports"] = serve_steps.export_models(model_dirs, out["export"])
 
 
+def embedding(args, out: dict) -> None:
+    out["embeddings"] = serve_steps.embed_heldout(out["exports"]["minilm"], out["split"]["heldout"],
+                                                  os.path.join(args.demo_dir, "embeddings"))
+
+
 def serving(args, out: dict) -> None:
     served = {name: e["base"] for name, e in out["exports"].items() if name != "minilm_converted"}
     out["serving"] = serve_steps.serve_and_query(served, os.path.join(os.path.abspath(out["export"]), "models.config"))
@@ -144,9 +151,10 @@ STEPS = [("1. inputs (corpus split by document hash, sense-labelled sentences)",
          ("7. continued: MiniLM's heads on its frozen encoder (before), then pretraining continued (after)",
           continued_training),
          ("8. export (TF-Hub modules and TF Serving version folders)", export),
-         ("9. serving (the local TF Serving-compatible server, queried over REST)", serving),
-         ("10. polysemy: does context tell the senses of a word apart?", polysemy),
-         ("11. training curves", curves)]
+         ("9. embedding job (Beam, local runner): a vector per held-out sentence", embedding),
+         ("10. serving (the local TF Serving-compatible server, queried over REST)", serving),
+         ("11. polysemy: does context tell the senses of a word apart?", polysemy),
+         ("12. training curves", curves)]
 
 
 def check_inputs(args) -> str | None:

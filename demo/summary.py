@@ -63,27 +63,30 @@ def artefact_rows(s: dict) -> list[tuple]:
          s["tokens"]),
     ]
     for name, n in s["examples"].items():
-        rows.append((f"4 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
+        rows.append((f"5 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
                      os.path.join(s["data"], name)))
     figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f}, NSP acc {r['nsp_accuracy']:.3f}",
                "gpt": lambda r: f"perplexity {r['perplexity']:.1f}",
                "bilm": lambda r: f"perplexity {r['perplexity']:.1f}"}
     for name, run in s["runs"].items():
         kind = "bert" if name.startswith("minilm") else name
-        rows.append((f"5-6 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
+        rows.append((f"6-7 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
                      f"steps, {run['train_seconds']:.0f} s this run", run["model_dir"]))
     for name, export in s["exports"].items():
         version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
-        rows.append((f"7 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
+        rows.append((f"8 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
                      export["export_dir"]))
+    e = s["embeddings"]
+    rows.append(("9 embeddings", size(e["output_dir"]), f"{e['examples']:,} held-out sentences x "
+                 f"{e['dims']['last']} (minilm, mean of `last`), {len(e['files'])} shard(s)", e["output_dir"]))
     a = s["serving"]
-    rows.append(("8 serving", "", ", ".join(f"{k[:-3]} {v} ms" for k, v in a.items() if k.endswith("_ms")),
+    rows.append(("10 serving", "", ", ".join(f"{k[:-3]} {v} ms" for k, v in a.items() if k.endswith("_ms")),
                  os.path.join(s["export"], "models.config")))
     for name, p in s["polysemy"].items():
-        rows.append((f"9 {name} polysemy", "", f"sense acc {p['accuracy']:.3f} ({p['best_layer']}) vs static "
+        rows.append((f"11 {name} polysemy", "", f"sense acc {p['accuracy']:.3f} ({p['best_layer']}) vs static "
                      f"{p['static_accuracy']:.3f}, MFS {p['mfs_baseline']:.3f}", p["png"]))
     for name, path in s["training_curves"].items():
-        rows.append((f"  {name} curves", size(path), "", path))
+        rows.append((f"12 {name} curves", size(path), "", path))
     return rows
 
 
@@ -113,7 +116,7 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
         "adaptation": adaptation(out["continued"], out["polysemy"]),
         "export": out["export"],
         "exports": {name: {"export_dir": e["export_dir"], "base": e["base"]} for name, e in out["exports"].items()},
-        "serving": out["serving"], "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
+        "embeddings": out["embeddings"], "serving": out["serving"], "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
         "training_curves": out["training_curves"], "step_seconds": out.get("step_seconds", {}),
         "wall_seconds": wall_seconds,
     }

@@ -25,6 +25,9 @@ NOISE = [
     "]\" log_location: \"/x/apache_beam/options/pipeline_options.py:570\" thread: \"MainThread\" \n",
     "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN timestamp {   seconds: "
     "1796049913   nanos: 892636060 } message: \"No semi_persistent_directory found:  User registered objects\"\n",
+    "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN timestamp {   seconds: "
+    "1796134915   nanos: 915067672 } message: \"Resource module is not available for current platform, memory "
+    "usage cannot be fetched.\" instruction_id: \"bundle_5\" thread: \"Thread-12\" \n",
 ]
 NOT_NOISE = [
     "E0000 00:00:1796045610.363678    6185 util.cc:131] Something else went wrong\n",
@@ -195,7 +198,10 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
     assert report["serving"]["gpt_continuation"].startswith(serve_steps.GPT_PROMPT)
     assert "deep (" in first.stdout and "bank (" in first.stdout  # the neighbours are printed
     table = first.stdout[first.stdout.index("== summary"):]
-    for row in ("9 minilm polysemy", "7 gpt export", "5-6 minilm_head", "held-out MLM accuracy",
+    embeddings = report["embeddings"]
+    assert embeddings["examples"] > 0 and embeddings["dims"] == {"last": 384} and embeddings["model_loads"] == 1
+    assert all(os.path.exists(f) for f in embeddings["files"]) and len(embeddings["neighbours"]["nearest"]) == 3
+    for row in ("11 minilm polysemy", "8 gpt export", "6-7 minilm_head", "9 embeddings", "held-out MLM accuracy",
                 "continued: after", "from scratch"):
         assert row in table
 
@@ -204,6 +210,6 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
     for reused in ("reusing " + str(out / "corpus"), "reusing " + str(out / "vocab.txt"),
                    "reusing " + str(out / "tokens.txt"), "reusing " + str(out / "data" / "minilm_heldout"),
                    "reusing " + str(out / "runs" / "minilm_converted"), "from step 6 to 6", "from step 3 to 3",
-                   "is up to date", "minilm: reusing"):
+                   "is up to date", "minilm: reusing", "reusing " + str(out / "embeddings")):
         assert reused in second.stdout + second.stderr
     assert json.loads((out / "summary.json").read_text())["polysemy"] == report["polysemy"]
