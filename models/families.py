@@ -54,12 +54,14 @@ def data_section(metadata: DatasetMetadata, train_data: str) -> dict:
             "vocab_sha256": metadata.vocab.sha256, "special_ids": metadata.vocab.special_ids}
 
 
-def write_config(model_dir: str, kind: str, preset: str, model_config, train_config, data: dict) -> None:
+def write_config(model_dir: str, kind: str, preset: str, model_config, train_config, data: dict,
+                 run: dict | None = None) -> None:
+    """Writes config.json; `run` records what this machine decided (the dtype policy `auto` became, XLA)."""
     import keras
     import keras_hub
 
     payload = {"model": kind, "preset": preset, "model_config": config_lib.to_json(model_config),
-               "train_config": config_lib.to_json(train_config), "data": data,
+               "train_config": config_lib.to_json(train_config), "data": data, **({"run": run} if run else {}),
                "versions": {"tensorflow": tf.__version__, "keras": keras.__version__,
                             "keras_hub": keras_hub.__version__}}
     tf.io.gfile.makedirs(model_dir)

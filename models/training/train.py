@@ -216,11 +216,12 @@ def _main(args) -> int:
         log.info("initialised from %s (weights only, fresh optimizer, step 0)%s", args.init_checkpoint,
                  f"; fresh weights the source lacks: {', '.join(fresh)}" if fresh else "")
     if trainer.chief:
-        families.write_config(args.model_dir, args.model, args.preset, model_config, train_config, data)
+        families.write_config(args.model_dir, args.model, args.preset, model_config, train_config, data,
+                              run={"mixed_precision": trainer.precision, "jit_compile": trainer.use_xla})
         _copy_vocab(args.train_data, args.model_dir)
-    log.info("%s %s: %s parameters, %d replica(s), XLA %s, from step %d to %d", args.model, args.preset,
-             f"{trainer.model.count_params():,}", strategy.num_replicas_in_sync, "on" if trainer.use_xla else "off",
-             start, train_config.train_steps)
+    log.info("%s %s: %s parameters, %d replica(s), %s, XLA %s, from step %d to %d", args.model, args.preset,
+             f"{trainer.model.count_params():,}", strategy.num_replicas_in_sync, trainer.precision,
+             "on" if trainer.use_xla else "off", start, train_config.train_steps)
     train = distributed_dataset(strategy, args.train_data, task, train_config, training=True,
                                 skip_batches=trainer.data_position(), vocab_sha256=data["vocab_sha256"])
     evaluation = (distributed_dataset(strategy, args.eval_data, task, train_config, training=False,

@@ -55,7 +55,7 @@ class Trainer:
         self.use_xla = config.jit_compile and distribute.xla_supported(strategy)
         if config.jit_compile and not self.use_xla:
             log.warning("XLA is off: TF cannot compile mirrored replica steps on CPU devices")
-        optimization.set_precision(config)
+        self.precision = optimization.set_precision(config)  # `auto` decided for this machine
         keras.utils.set_random_seed(config.seed)
         with strategy.scope():
             self.model = task.build_model()

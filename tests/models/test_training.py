@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from models import families
 from models.training import evaluate
-from models.training import train
+from models.training import hardware, train
 from models.config import TrainConfig
 from models.training.trainer import Trainer
 from preprocessing.user_errors import UserError
@@ -49,6 +49,9 @@ def test_each_model_trains_under_xla_and_writes_its_model_dir(kind, data, tmp_pa
     saved = families.read_config(model_dir)
     assert saved["model"] == kind and saved["train_config"].train_steps == 8 and saved["train_config"].jit_compile
     assert saved["data"]["vocab_size"] == 40 and os.path.exists(os.path.join(model_dir, "vocab.txt"))
+    # what `auto` became on this machine, beside the config that says `auto`
+    assert saved["train_config"].mixed_precision == "auto"
+    assert saved["run"] == {"mixed_precision": hardware.resolve_precision("auto", True), "jit_compile": True}
     assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-8")
     assert sorted(_history(model_dir)) == [2, 4, 6, 8]
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(os.path.join(model_dir, "train")))
