@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.scaling [--corpus PATH] [--vocab PATH] [--base_documents 400]
         [--dupe_factor 1] [--multiples 1,4,16] [--workers 1,2,4] [--files_per_copy 4] [--skip_reference]
+        [--tf_threads 1]
         [--project_words 2.5e9] [--project_dupe_factor 10] [--project_workers 1,16,64,256]
 
 The job: `python -m pipeline.pretraining_data --model bert --max_seq_length 128 --max_predictions_per_seq 20
@@ -15,7 +16,8 @@ masks. Copies are hard links (no extra disk). The partitions grow with the corpu
 a partition holds the same data at every size.
 Cluster: a fresh one per run, started here as separate processes: `python -m dask scheduler` and W x
 `python -m dask worker --nthreads 1 --no-nanny --memory-limit 0 --preload pipeline.pretraining_data` (the
-preload imports TensorFlow, tf-text and Beam while the worker starts). A run starts measuring when every
+preload imports TensorFlow, tf-text and Beam while the worker starts), each process with TF's thread
+pools sized by --tf_threads (default 1: a worker owns one core). A run starts measuring when every
 worker has registered, i.e. after the imports.
 Measured per run (psutil, user + sys, each process with its waited-for children):
   - worker CPU-s: the sum over the workers of their CPU time from registration to the end of the job
@@ -115,8 +117,17 @@ def linear_fit(x: list[float], y: list[float]) -> tuple[float, float]:
 # Processes
 
 
+# TF's own thread pools per process (TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS): 1 by default, as
+# for a worker that owns one core (`--nthreads 1`); 0 leaves TF's default, pools as wide as the machine,
+# which on W workers > cores oversubscribes the cores (measured in docs/scaling.md).
+TF_THREADS = 1
+
+
 def _env() -> dict:
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    if TF_THREADS:
+        env.update(TF_NUM_INTRAOP_THREADS=str(TF_THREADS), TF_NUM_INTEROP_THREADS=str(TF_THREADS))
+    return env
 
 
 def cpu_s(pid: int) -> float:
@@ -384,10 +395,14 @@ def main(argv=None) -> None:
     parser.add_argument("--workers", type=_ints, default=[1, 2, 4])
     parser.add_argument("--files_per_copy", type=int, default=4, help="files per copy of the base (partitions)")
     parser.add_argument("--skip_reference", action="store_true")
+    parser.add_argument("--tf_threads", type=int, default=1,
+                        help="TF's intra- and inter-op threads per process (0: TF's default, one per core)")
     parser.add_argument("--project_words", type=float, default=2.5e9)
     parser.add_argument("--project_dupe_factor", type=int, default=10)
     parser.add_argument("--project_workers", type=_ints, default=[1, 16, 64, 256])
     args = parser.parse_args(argv)
+    global TF_THREADS
+    TF_THREADS = args.tf_threads
     args.multiples, args.workers = sorted(args.multiples), sorted(args.workers)
     started = time.perf_counter()
     cpu = platform.processor() or ""
@@ -400,7 +415,8 @@ def main(argv=None) -> None:
         sentences = sum(len(d) for d in documents)
         print(f"base: the first {len(documents):,} documents of {args.corpus} ({sentences:,} sentences, "
               f"{words:,} words) in {args.files_per_copy} files; dupe_factor {args.dupe_factor}; multiples "
-              f"{args.multiples}; workers {args.workers}; CPU {cpu}, {os.cpu_count()} cores", flush=True)
+              f"{args.multiples}; workers {args.workers}; TF threads per process {args.tf_threads or 'default'}; "
+              f"CPU {cpu}, {os.cpu_count()} cores", flush=True)
         patterns = make_corpora(documents, args.multiples, args.files_per_copy, tmp)
         empty = make_empty_corpus(args.files_per_copy, tmp)
         runs, empties = {}, {}
@@ -415,7 +431,7 @@ def main(argv=None) -> None:
                 write_corpus(path, documents, copies=m)
                 ref[m] = run_reference(path, args.vocab, args.dupe_factor, tmp, f"{m}x")
         figures = report(runs, empties, ref, args, words)
-    figures.update({"cpu": cpu, "cores": os.cpu_count(), "base_documents": len(documents), "base_words": words,
+    figures.update({"cpu": cpu, "cores": os.cpu_count(), "tf_threads": args.tf_threads, "base_documents": len(documents), "base_words": words,
                     "base_sentences": sentences, "dupe_factor": args.dupe_factor, "files_per_copy": args.files_per_copy,
                     "benchmark_wall_s": _r(time.perf_counter() - started)})
     print(f"\nbenchmark wall time {figures['benchmark_wall_s']:.0f} s")

@@ -144,7 +144,8 @@ def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
     metadata = json.load(open(metadata_path))
     counters = metadata["counters"]
     figures = {"output_dir": out_dir, "files": [os.path.join(out_dir, f) for f in metadata["files"]],
-               "examples": metadata["examples"], "dims": metadata["dims"], "model_loads": metadata["model_loads"],
+               "examples": metadata["examples"], "dims": metadata["dims"],
+               "model_loads": metadata["model_loads"], "worker_processes": metadata["worker_processes"],
                "skipped": {k: v for k, v in counters.items() if k in ("empty_lines", "lines_with_invalid_utf8",
                                                                        "lines_over_window", "lines_over_max_bytes")}}
     print(f"{figures['examples']:,} held-out sentences -> {len(figures['files'])} shard(s) of "

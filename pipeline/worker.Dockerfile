@@ -10,3 +10,8 @@ FROM apache/beam_python3.11_sdk:2.77.0
 
 COPY requirements.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
+
+# Dataflow runs one SDK process per vCPU; TensorFlow would give each of them thread pools as wide as the VM.
+# One core's worth each (measured on Dask workers: docs/distributed_runners.md); raise them for a job that
+# runs one SDK process per VM (--experiments=no_use_multiple_sdk_containers).
+ENV TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1

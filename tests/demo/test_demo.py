@@ -199,7 +199,8 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
     assert "deep (" in first.stdout and "bank (" in first.stdout  # the neighbours are printed
     table = first.stdout[first.stdout.index("== summary"):]
     embeddings = report["embeddings"]
-    assert embeddings["examples"] > 0 and embeddings["dims"] == {"last": 384} and embeddings["model_loads"] == 1
+    assert embeddings["examples"] > 0 and embeddings["dims"] == {"last": 384}
+    assert embeddings["model_loads"] == embeddings["worker_processes"] >= 1  # one model per worker process
     assert all(os.path.exists(f) for f in embeddings["files"]) and len(embeddings["neighbours"]["nearest"]) == 3
     for row in ("11 minilm polysemy", "8 gpt export", "6-7 minilm_head", "9 embeddings", "held-out MLM accuracy",
                 "continued: after", "from scratch"):
