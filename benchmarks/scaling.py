@@ -431,7 +431,8 @@ def main(argv=None) -> None:
                 write_corpus(path, documents, copies=m)
                 ref[m] = run_reference(path, args.vocab, args.dupe_factor, tmp, f"{m}x")
         figures = report(runs, empties, ref, args, words)
-    figures.update({"cpu": cpu, "cores": os.cpu_count(), "tf_threads": args.tf_threads, "base_documents": len(documents), "base_words": words,
+    figures.update({"cpu": cpu, "cores": os.cpu_count(), "tf_threads": args.tf_threads,
+                    "base_documents": len(documents), "base_words": words,
                     "base_sentences": sentences, "dupe_factor": args.dupe_factor, "files_per_copy": args.files_per_copy,
                     "benchmark_wall_s": _r(time.perf_counter() - started)})
     print(f"\nbenchmark wall time {figures['benchmark_wall_s']:.0f} s")

@@ -1,5 +1,6 @@
 """How the demo runs the project's commands and keys its steps: child processes with their stdout echoed,
-TensorFlow's start-up noise (and three harmless Beam worker warnings) filtered out of stderr, and digests that tell a step its inputs changed."""
+TensorFlow's start-up noise (and three harmless Beam worker warnings) filtered out of stderr, and digests
+that tell a step its inputs changed."""
 
 import glob
 import hashlib

@@ -164,13 +164,17 @@ def nearest_sentences(files: list[str], dims: dict, k: int = 3) -> dict:
     from downstream.embed_model import parse_example
 
     records = [parse_example(r.numpy(), dims, "mean") for r in tf.data.TFRecordDataset(files)]
+    if len(records) < 2:
+        print(f"{len(records)} record(s): no neighbours to show")
+        return {"query": None, "nearest": []}
     records.sort(key=lambda r: (r["file"], r["line"]))
     vectors = np.stack([r["last"] for r in records])
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
     query = next((i for i, r in enumerate(records) if len(r["words"]) >= 8), 0)
     scores = vectors @ vectors[query]
     scores[query] = -np.inf
-    nearest = [(records[i]["text"], round(float(scores[i]), 3)) for i in np.argsort(-scores)[:k]]
+    order = np.argsort(-scores)[:min(k, len(records) - 1)]
+    nearest = [(records[i]["text"], round(float(scores[i]), 3)) for i in order]
     print(f"nearest held-out sentences to {records[query]['text']!r} (cosine of the records' vectors):")
     for text, score in nearest:
         print(f"  {score:.3f}  {text}")

@@ -116,7 +116,8 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
         "adaptation": adaptation(out["continued"], out["polysemy"]),
         "export": out["export"],
         "exports": {name: {"export_dir": e["export_dir"], "base": e["base"]} for name, e in out["exports"].items()},
-        "embeddings": out["embeddings"], "serving": out["serving"], "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
+        "embeddings": out["embeddings"], "serving": out["serving"],
+        "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
         "training_curves": out["training_curves"], "step_seconds": out.get("step_seconds", {}),
         "wall_seconds": wall_seconds,
     }

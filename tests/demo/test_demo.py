@@ -214,3 +214,27 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
                    "is up to date", "minilm: reusing", "reusing " + str(out / "embeddings")):
         assert reused in second.stdout + second.stderr
     assert json.loads((out / "summary.json").read_text())["polysemy"] == report["polysemy"]
+
+
+def test_nearest_sentences_reads_the_embedding_jobs_records_back(tmp_path, capsys):
+    import numpy as np
+    import tensorflow as tf
+
+    from downstream.embed_model import Line, to_example
+
+    rows = [("the river bank was muddy and wet today", [1.0, 0.0]), ("a short one", [0.0, 1.0]),
+            ("money in the bank", [0.9, 0.1]), ("by the water", [0.6, 0.4])]
+    path = str(tmp_path / "embeddings-00000-of-00001.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for number, (text, vector) in enumerate(rows, 1):
+            writer.write(to_example(Line("h.txt", number, text), text.split(),
+                                    {"last": np.array(vector, np.float32)}, False))
+    got = serve_steps.nearest_sentences([path], {"last": 2}, k=2)
+    assert got["query"] == rows[0][0]  # the first sentence of eight words or more
+    assert [text for text, _ in got["nearest"]] == ["money in the bank", "by the water"]
+    assert got["nearest"][0][1] == pytest.approx(0.9 / np.hypot(0.9, 0.1), abs=1e-3)
+    assert "nearest held-out sentences to" in capsys.readouterr().out
+
+    with tf.io.TFRecordWriter(path) as writer:  # one record: nothing to compare it with
+        writer.write(to_example(Line("h.txt", 1, "alone"), ["alone"], {"last": np.ones(2, np.float32)}, False))
+    assert serve_steps.nearest_sentences([path], {"last": 2}) == {"query": None, "nearest": []}
