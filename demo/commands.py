@@ -140,6 +140,33 @@ def files_key(pattern: str) -> list:
     return [[path, os.path.getsize(path), os.path.getmtime(path)] for path in sorted(glob.glob(pattern))]
 
 
+def key_matches(key_path: str, key) -> bool:
+    """Whether the step whose inputs were recorded in `key_path` (`write_key`) ran on these same inputs."""
+    import json
+
+    if not os.path.exists(key_path):
+        return False
+    with open(key_path) as f:
+        return json.load(f) == json.loads(json.dumps(key))  # through JSON: tuples compare as lists
+
+
+def write_key(key_path: str, key) -> None:
+    """Records the inputs a step ran on, after its output is complete (so a crash leaves no key)."""
+    import json
+
+    with open(key_path + ".tmp", "w") as f:
+        json.dump(key, f)
+    os.replace(key_path + ".tmp", key_path)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def latest_checkpoint(model_dir: str) -> str:
     with open(os.path.join(model_dir, "checkpoint")) as f:
         return f.readline().split(":", 1)[1].strip().strip('"')

@@ -1,6 +1,7 @@
 """The demo's data steps: the vocabulary (`pipeline.vocab`), the tokenized corpus (`preprocessing.tokenize`'s
 loop) and the pretraining TFRecords (`pipeline.pretraining_data`) of every training and held-out set, each
-reused while its inputs are unchanged."""
+reused while its inputs are unchanged: the input files (path, size, mtime: a new split rewrites them), the
+vocabulary's sha256 and the job's flags, recorded beside the output (`*.key.json`) once it is complete."""
 
 import glob
 import gzip
@@ -22,13 +23,13 @@ DATA_FLAGS = {"bert": ["--model", "bert", "--max_seq_length", "128", "--dupe_fac
 
 
 def learn_vocab(corpus: str, vocab_path: str, vocab_size: int) -> None:
-    meta_path = vocab_path + ".json"
-    if os.path.exists(meta_path):
-        config = json.load(open(meta_path))["config"]
-        if config.get("input") == corpus and config.get("vocab_size") == vocab_size:
-            print(f"reusing {vocab_path} (same corpus and size)")
-            return
+    """`pipeline.vocab` on `corpus`, reused while the corpus files (path, size, mtime) and the size are unchanged."""
+    key_path, key = vocab_path + ".key.json", {"files": commands.files_key(corpus), "vocab_size": vocab_size}
+    if os.path.exists(vocab_path) and commands.key_matches(key_path, key):
+        print(f"reusing {vocab_path} (same corpus and size)")
+        return
     commands.module("pipeline.vocab", "--input", corpus, "--output", vocab_path, "--vocab_size", str(vocab_size))
+    commands.write_key(key_path, key)
 
 
 def tokenize_corpus(corpus: str, vocab_path: str, out_path: str) -> dict:
@@ -76,19 +77,20 @@ def make_pretraining_data(split: dict, vocabs: dict, data_dir: str) -> dict:
     from preprocessing.metadata import FILE_NAME, DatasetMetadata
     from preprocessing.vocabulary import Vocabulary
 
-    shas, jobs = {}, {}
+    shas, jobs, keys = {}, {}, {}
     for model, vocab_path in vocabs.items():
         sha = Vocabulary.from_file(vocab_path).sha256
         for name, corpus in ((model, split["train"]), (f"{model}_heldout", split["heldout"])):
             shas[name], out = sha, os.path.join(data_dir, name)
-            if os.path.exists(os.path.join(out, FILE_NAME)):
-                meta = DatasetMetadata.read(out)
-                if meta.config["input"] == corpus and meta.vocab.sha256 == sha:
-                    print(f"reusing {out} ({meta.examples:,} examples)")
-                    continue
+            keys[name] = {"files": commands.files_key(corpus), "vocab_sha256": sha, "flags": DATA_FLAGS[model]}
+            if os.path.exists(os.path.join(out, FILE_NAME)) and commands.key_matches(out + ".key.json", keys[name]):
+                print(f"reusing {out} ({DatasetMetadata.read(out).examples:,} examples)")
+                continue
             jobs[name] = [sys.executable, "-m", "pipeline.pretraining_data", "--input", corpus, "--vocab", vocab_path,
                           "--output_dir", out, "--overwrite", *DATA_FLAGS[model]]
     commands.run_all(list(jobs.values()))
+    for name in jobs:
+        commands.write_key(os.path.join(data_dir, name) + ".key.json", keys[name])
     results = {}
     for name, sha in shas.items():
         results[name] = DatasetMetadata.read(os.path.join(data_dir, name))

@@ -20,13 +20,16 @@ EXAMPLE_WORDS = "deep,bank,play"
 
 
 def export_models(model_dirs: dict, export_root: str) -> dict:
-    """Exports each model_dir to `export_root/<name>/` (two at a time) unless that checkpoint was already
-    exported by the same export code; returns name -> export_dir, TF Serving base path and the export's stamp."""
+    """Exports each model_dir to `export_root/<name>/` (two at a time) unless that checkpoint (its name and
+    its index's sha256) was already exported by the same export code; returns name -> export_dir, TF Serving
+    base path and the export's stamp."""
     exported, jobs = {}, {}
     code = commands.source_digest("serving", "models", "preprocessing")
     for name, model_dir in model_dirs.items():
         export_dir = os.path.join(export_root, name)
-        stamp = {"checkpoint": os.path.abspath(commands.latest_checkpoint(model_dir)), "code": code}
+        checkpoint = os.path.abspath(commands.latest_checkpoint(model_dir))
+        # the index holds every tensor's checksum: a checkpoint retrained under the same name is another one
+        stamp = {"checkpoint": checkpoint, "index_sha256": commands.file_sha256(checkpoint + ".index"), "code": code}
         stamp_path = os.path.join(export_dir, "exported_from.json")
         if os.path.exists(stamp_path) and json.load(open(stamp_path)) == stamp:
             print(f"{name}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})")

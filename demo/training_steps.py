@@ -36,15 +36,17 @@ def _flags(steps: int, **fields) -> list[str]:
 
 
 def _drop_if_other_data(model_dir: str, data_pattern: str) -> None:
-    """A run trained on other data (another corpus or vocabulary) cannot resume: start it afresh."""
-    from preprocessing.metadata import DatasetMetadata
+    """A run trained on other data (another corpus, vocabulary or data flags: another metadata.json) cannot
+    resume: start it afresh. Records the data it trains on (`trained_on.json`)."""
+    from preprocessing.metadata import FILE_NAME
 
-    config_path = os.path.join(model_dir, "config.json")
-    if os.path.exists(config_path):
-        trained_on = json.load(open(config_path))["data"]["vocab_sha256"]
-        if trained_on != DatasetMetadata.read(os.path.dirname(data_pattern)).vocab.sha256:
-            print(f"{model_dir} was trained on other data: starting afresh")
-            shutil.rmtree(model_dir)
+    key_path = os.path.join(model_dir, "trained_on.json")
+    key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME))}
+    if os.path.isdir(model_dir) and not commands.key_matches(key_path, key):
+        print(f"{model_dir} was trained on other data: starting afresh")
+        shutil.rmtree(model_dir)
+    os.makedirs(model_dir, exist_ok=True)
+    commands.write_key(key_path, key)  # before training: an interrupted run on the same data resumes
 
 
 def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: int, args: list[str]) -> dict:

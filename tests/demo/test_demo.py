@@ -238,3 +238,37 @@ def test_nearest_sentences_reads_the_embedding_jobs_records_back(tmp_path, capsy
     with tf.io.TFRecordWriter(path) as writer:  # one record: nothing to compare it with
         writer.write(to_example(Line("h.txt", 1, "alone"), ["alone"], {"last": np.ones(2, np.float32)}, False))
     assert serve_steps.nearest_sentences([path], {"last": 2}) == {"query": None, "nearest": []}
+
+
+def test_a_step_reruns_when_its_input_files_change_under_the_same_name(tmp_path, monkeypatch, capsys):
+    """A new corpus rewrites `corpus/train.txt` under the same path: the vocabulary step must not reuse
+    the old vocabulary, and a training run on other data must start afresh."""
+    calls = []
+
+    def fake_vocab_job(name, *args, **kwargs):  # stands in for the Beam job (tested in tests/pipeline)
+        calls.append(name)
+        open(args[args.index("--output") + 1], "w").write("[PAD]\n")
+
+    monkeypatch.setattr(commands, "module", fake_vocab_job)
+    corpus, vocab = tmp_path / "train.txt", str(tmp_path / "vocab.txt")
+    corpus.write_text("Shakespeare's lines.\n")
+    data_steps.learn_vocab(str(corpus), vocab, 100)
+    data_steps.learn_vocab(str(corpus), vocab, 100)
+    assert calls == ["pipeline.vocab"] and "reusing" in capsys.readouterr().out
+    corpus.write_text("Another corpus, another vocabulary.\n")
+    data_steps.learn_vocab(str(corpus), vocab, 100)
+    data_steps.learn_vocab(str(corpus), vocab, 200)  # another size
+    assert calls == ["pipeline.vocab"] * 3
+
+    from demo import training_steps
+
+    data, run = tmp_path / "data" / "bert", tmp_path / "runs" / "bert"
+    data.mkdir(parents=True)
+    (data / "metadata.json").write_text('{"examples": 10}')
+    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))
+    (run / "ckpt-1.index").write_text("weights")
+    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))  # same data: resumes
+    assert (run / "ckpt-1.index").exists()
+    (data / "metadata.json").write_text('{"examples": 12}')
+    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))
+    assert not (run / "ckpt-1.index").exists() and "trained on other data" in capsys.readouterr().out
