@@ -168,8 +168,10 @@ def file_sha256(path: str) -> str:
 
 
 def latest_checkpoint(model_dir: str) -> str:
+    """The path of `model_dir`'s latest checkpoint (its `checkpoint` file names it relative to `model_dir`)."""
     with open(os.path.join(model_dir, "checkpoint")) as f:
-        return f.readline().split(":", 1)[1].strip().strip('"')
+        name = f.readline().split(":", 1)[1].strip().strip('"')
+    return os.path.join(model_dir, name)  # an absolute name stays as it is
 
 
 def size(path: str) -> str:

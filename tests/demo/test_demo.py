@@ -272,3 +272,10 @@ def test_a_step_reruns_when_its_input_files_change_under_the_same_name(tmp_path,
     (data / "metadata.json").write_text('{"examples": 12}')
     training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))
     assert not (run / "ckpt-1.index").exists() and "trained on other data" in capsys.readouterr().out
+
+
+def test_latest_checkpoint_is_named_relative_to_its_model_dir(tmp_path):
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-6"\nall_model_checkpoint_paths: "ckpt-6"\n')
+    assert commands.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-6")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/ckpt-2"\n')
+    assert commands.latest_checkpoint(str(tmp_path)) == "/elsewhere/ckpt-2"
