@@ -160,11 +160,8 @@ def write_key(key_path: str, key) -> None:
 
 
 def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def latest_checkpoint(model_dir: str) -> str:

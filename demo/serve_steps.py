@@ -30,8 +30,7 @@ def export_models(model_dirs: dict, export_root: str) -> dict:
         checkpoint = os.path.abspath(commands.latest_checkpoint(model_dir))
         # the index holds every tensor's checksum: a checkpoint retrained under the same name is another one
         stamp = {"checkpoint": checkpoint, "index_sha256": commands.file_sha256(checkpoint + ".index"), "code": code}
-        stamp_path = os.path.join(export_dir, "exported_from.json")
-        if os.path.exists(stamp_path) and json.load(open(stamp_path)) == stamp:
+        if commands.key_matches(os.path.join(export_dir, "exported_from.json"), stamp):
             print(f"{name}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})")
         else:
             if os.path.isdir(export_dir):  # an export of another checkpoint or code: replace it whole
@@ -42,8 +41,7 @@ def export_models(model_dirs: dict, export_root: str) -> dict:
                           "base": os.path.join(os.path.abspath(export_dir), "serving", name)}
     commands.run_all(list(jobs.values()))
     for name in jobs:
-        with open(os.path.join(exported[name]["export_dir"], "exported_from.json"), "w") as f:
-            json.dump(exported[name]["stamp"], f)
+        commands.write_key(os.path.join(exported[name]["export_dir"], "exported_from.json"), exported[name]["stamp"])
     return exported
 
 
@@ -136,14 +134,13 @@ def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
     metadata_path = os.path.join(out_dir, "metadata.json")
     key = {"export": export["stamp"], "input": commands.files_key(heldout_text)}
     key_path = os.path.join(out_dir, "embedded_from.json")
-    if os.path.exists(metadata_path) and os.path.exists(key_path) and json.load(open(key_path)) == key:
+    if os.path.exists(metadata_path) and commands.key_matches(key_path, key):
         print(f"reusing {out_dir} (same export and held-out text)")
     else:
         commands.module("downstream.embed", "--module", export["export_dir"], "--input", heldout_text,
                         "--output_dir", out_dir, "--layers", "last", "--pool", "mean", "--num_shards", "2",
                         "--overwrite")
-        with open(key_path, "w") as f:
-            json.dump(key, f)
+        commands.write_key(key_path, key)
     metadata = json.load(open(metadata_path))
     counters = metadata["counters"]
     figures = {"output_dir": out_dir, "files": [os.path.join(out_dir, f) for f in metadata["files"]],

@@ -191,11 +191,8 @@ def check_integrity(path: str) -> None:
     import hashlib
 
     algorithm, expected = INTEGRITY.split("-", 1)
-    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    got = base64.b64encode(digest.digest()).decode()
+        got = base64.b64encode(hashlib.file_digest(f, algorithm).digest()).decode()
     if got != expected:
         raise RuntimeError(f"{path}: {algorithm} {got} is not the registry's {expected} for {PACKAGE}")
 

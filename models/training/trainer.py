@@ -312,13 +312,15 @@ def trained_variables(model, train_only: tuple[str, ...]) -> list:
     (each names a layer, `mlm_head`, or a weight path). Raises `UserError` for a prefix that matches nothing."""
     if not train_only:
         return list(model.trainable_variables)
-    unmatched = [p for p in train_only if not any(v.path == p or v.path.startswith(p.rstrip("/") + "/")
-                                                  for v in model.trainable_variables)]
+
+    def under(variable, prefix: str) -> bool:
+        return variable.path == prefix or variable.path.startswith(prefix.rstrip("/") + "/")
+
+    unmatched = [p for p in train_only if not any(under(v, p) for v in model.trainable_variables)]
     if unmatched:
         layers = sorted({v.path.split("/")[0] for v in model.trainable_variables})
         raise UserError(f"--set train_only: {', '.join(unmatched)} matches no weight; layers: {', '.join(layers)}")
-    return [v for v in model.trainable_variables
-            if any(v.path == p or v.path.startswith(p.rstrip("/") + "/") for p in train_only)]
+    return [v for v in model.trainable_variables if any(under(v, p) for p in train_only)]
 
 
 def json_safe(record: dict) -> dict:
