@@ -4,6 +4,9 @@ Built from keras-hub layers as the paper describes the model: token + segment + 
 layer norm and dropout, post-layer-norm Transformer encoder blocks with GELU, a pooler (dense + tanh on
 `[CLS]`); the masked-LM head (dense + GELU + layer norm, output tied to the token embedding, plus a bias)
 gathers only the masked positions; the next-sentence head is a dense layer on the pooled output.
+`tie_output=False` gives the MLM head an output matrix of its own: the tiny presets take it, since a small
+tied model trained with Adam at a high rate drifts every token embedding the same way through the output's
+softmax gradient, and its inputs stop telling tokens apart (measured in `docs/learning.md`).
 
 Inputs use the TF-Hub names (`input_word_ids`, `input_mask`, `input_type_ids`, `masked_lm_positions`);
 `schema.bert_model_inputs` maps the on-disk names to them.
@@ -41,6 +44,8 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-12
+    tie_output: bool = True
+    normalize_first: bool = False
 
     def __post_init__(self):
         common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
@@ -48,8 +53,8 @@ class BertConfig:
 
 # The sizes of google-research/bert's released models (the 24 small BERTs and base/large).
 PRESETS = {
-    "bert_tiny": common.transformer_preset(2, 128, 2),
-    "bert_mini": common.transformer_preset(4, 256, 4),
+    "bert_tiny": common.transformer_preset(2, 128, 2, tie_output=False),
+    "bert_mini": common.transformer_preset(4, 256, 4, tie_output=False),
     "bert_small": common.transformer_preset(4, 512, 8),
     "bert_medium": common.transformer_preset(8, 512, 8),
     "bert_base": common.transformer_preset(12, 768, 12),
@@ -87,9 +92,11 @@ def build_encoder(config: BertConfig) -> keras.Model:
         x = keras_hub.layers.TransformerEncoder(
             intermediate_dim=config.intermediate_size, num_heads=config.num_heads, dropout=config.dropout,
             activation=common.activation(config.hidden_act), layer_norm_epsilon=config.layer_norm_epsilon,
-            kernel_initializer=init, normalize_first=False, name=f"transformer_layer_{i}",
+            kernel_initializer=init, normalize_first=config.normalize_first, name=f"transformer_layer_{i}",
         )(x, padding_mask=mask)  # [B, T, H]
         encoder_outputs.append(x)
+    if config.normalize_first:  # pre-LN blocks leave their sum unnormalised
+        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="final_layer_norm")(x)
     pooled = keras.layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=init,
                                 name="pooled_dense")(x[:, 0, :])  # [B, H]
     return keras.Model(
@@ -108,7 +115,8 @@ def build_pretrainer(config: BertConfig) -> keras.Model:
               for name in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
     encoded = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
     mlm = keras_hub.layers.MaskedLMHead(
-        vocabulary_size=config.vocab_size, token_embedding=encoder.get_layer("token_embedding"),
+        vocabulary_size=config.vocab_size,
+        token_embedding=encoder.get_layer("token_embedding") if config.tie_output else None,
         intermediate_activation=common.activation(config.hidden_act), kernel_initializer=init,
         layer_norm_epsilon=config.layer_norm_epsilon, name="mlm_head",
     )(encoded["sequence_output"], mask_positions=inputs["masked_lm_positions"])  # [B, P, V]

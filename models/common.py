@@ -37,6 +37,18 @@ def transformer_preset(layers: int, hidden: int, heads: int, **fields) -> dict:
             **fields}
 
 
+@keras.saving.register_keras_serializable(package="models")
+class OutputBias(keras.layers.Layer):
+    """A learned bias over the last axis (the vocabulary), zero-initialised: the output layer's bias of a
+    language model whose logits come from the tied token embedding (BERT's MLM head has one)."""
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="bias")
+
+    def call(self, logits):
+        return logits + keras.ops.cast(self.bias, logits.dtype)
+
+
 def initializer(stddev: float):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 

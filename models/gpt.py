@@ -1,9 +1,14 @@
 """GPT (GPT-1): a left-to-right Transformer decoder language model, and its objective.
 
-Faithful to Radford et al. (2018): learned token and position embeddings, dropout, post-layer-norm
-decoder blocks (causal self-attention, no cross-attention) with GELU (tanh approximation), and the output
-layer tied to the token embedding (no bias). keras-hub's `TransformerDecoder` with `use_causal_mask=True`
-provides the blocks. Windows have no padding (the data job packs documents), so no padding mask is
+By default faithful to Radford et al. (2018): learned token and position embeddings, dropout,
+post-layer-norm decoder blocks (causal self-attention, no cross-attention) with GELU (tanh approximation), and
+the output layer tied to the token embedding (no bias). keras-hub's `TransformerDecoder` with
+`use_causal_mask=True` provides the blocks. Three config fields change the recipe, measured in
+`docs/learning.md`: `output_bias` (a learned bias on the logits, as BERT's MLM head has), `tie_output=False`
+(an output matrix of its own) and `normalize_first` (pre-layer-norm blocks and a final layer norm, GPT-2).
+A small tied model without an output bias collapses to a context-free unigram predictor: the output then
+needs the token embeddings themselves to carry the unigram distribution, and every position's hidden state
+becomes the same vector. The tiny presets therefore take the bias. Windows have no padding (the data job packs documents), so no padding mask is
 needed; a right-padded batch is still correct for the real positions, which never see later ones.
 
 Example:
@@ -34,14 +39,17 @@ class GptConfig:
     max_position_embeddings: int = 512
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-5
+    output_bias: bool = False
+    tie_output: bool = True
+    normalize_first: bool = False
 
     def __post_init__(self):
         common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
 PRESETS = {
-    "gpt_tiny": common.transformer_preset(2, 128, 2),
-    "gpt_mini": common.transformer_preset(4, 256, 4),
+    "gpt_tiny": common.transformer_preset(2, 128, 2, output_bias=True, tie_output=False),
+    "gpt_mini": common.transformer_preset(4, 256, 4, output_bias=True, tie_output=False),
     "gpt_small": common.transformer_preset(4, 512, 8),
     "gpt_medium": common.transformer_preset(8, 512, 8),
     "gpt_base": common.transformer_preset(12, 768, 12),
@@ -61,7 +69,8 @@ def build_decoder(config: GptConfig) -> keras.Model:
     init = common.initializer(config.initializer_range)
     ids = keras.Input((None,), dtype="int32", name="input_word_ids")
     token_embedding = keras_hub.layers.ReversibleEmbedding(
-        config.vocab_size, config.hidden_size, embeddings_initializer=init, name="token_embedding")
+        config.vocab_size, config.hidden_size, tie_weights=config.tie_output, embeddings_initializer=init,
+        name="token_embedding")
     tokens = token_embedding(ids)  # [B, T, H]
     positions = keras_hub.layers.PositionEmbedding(
         config.max_position_embeddings, initializer=init, name="position_embedding")(tokens)  # [B, T, H]
@@ -72,10 +81,14 @@ def build_decoder(config: GptConfig) -> keras.Model:
         x = keras_hub.layers.TransformerDecoder(
             intermediate_dim=config.intermediate_size, num_heads=config.num_heads, dropout=config.dropout,
             activation=common.activation(config.hidden_act), layer_norm_epsilon=config.layer_norm_epsilon,
-            kernel_initializer=init, normalize_first=False, name=f"transformer_layer_{i}",
+            kernel_initializer=init, normalize_first=config.normalize_first, name=f"transformer_layer_{i}",
         )(x, use_causal_mask=True)  # [B, T, H]
         layer_outputs.append(x)
+    if config.normalize_first:  # pre-LN blocks leave their sum unnormalised: GPT-2's final layer norm
+        x = keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name="final_layer_norm")(x)
     logits = token_embedding(x, reverse=True)  # [B, T, V]
+    if config.output_bias:
+        logits = common.OutputBias(name="output_bias")(logits)  # [B, T, V]
     return keras.Model(inputs={"input_word_ids": ids},
                        outputs={"hidden_states": x, "logits": logits, "embedding_output": embedding_output,
                                 "layer_outputs": layer_outputs}, name="gpt")
