@@ -10,6 +10,7 @@ lose data, so gzip is read with Python's `gzip` module, which checks the end-of-
 import collections
 import contextlib
 import gzip
+import hashlib
 import os
 import zlib
 from typing import Iterator
@@ -145,14 +146,13 @@ class ReadLineBatches(beam.DoFn):
 
 
 def read_progress(folder: str | None, path: str):
-    """Stage `read`'s progress for one input file (named by the path's stable hash: a retried read
-    replaces its figures), or None without a folder."""
+    """Stage `read`'s progress for one input file (named by the path's hash: a retried read replaces its
+    figures), or None without a folder. It looks at the clock every 1024 lines only."""
     if not folder:
         return None
     from pipeline.progress import StageProgress
-    from preprocessing.stable_random import stable_hash
 
-    return StageProgress(folder, "read", name=str(stable_hash("progress", path)))
+    return StageProgress(folder, "read", name=hashlib.sha1(path.encode()).hexdigest()[:16], check_every=1024)
 
 
 class ReadCorpusLines(beam.PTransform):

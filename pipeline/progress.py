@@ -51,19 +51,26 @@ class StageProgress:
 
     Example:
       progress = StageProgress(folder, "read", name=str(file_index))
-      progress.update(units=1, position=f.tell())   # per document
+      progress.update(units=1)                      # per document
+      progress.update(position=f.tell())            # now and then
       progress.flush()                              # at the end of the file
     """
 
-    def __init__(self, folder: str | None, stage: str, name: str | None = None, every_seconds: float = 1.0):
-        self.folder, self.every_seconds = folder, every_seconds
+    def __init__(self, folder: str | None, stage: str, name: str | None = None, every_seconds: float = 1.0,
+                 check_every: int = 1):
+        self.folder, self.every_seconds, self.check_every = folder, every_seconds, check_every
         self.path = folder and os.path.join(folder, f"{stage}.{name or uuid.uuid4().hex[:12]}.json")
-        self.units, self.bytes, self._written = 0, 0, time.monotonic()
+        self.units, self.bytes, self._written, self._calls = 0, 0, time.monotonic(), 0
 
     def update(self, units: int = 0, position: int | None = None) -> None:
+        """Adds `units`, sets the bytes read to `position` if given; writes if `every_seconds` have passed
+        (looked at on every `check_every`-th call without a position: a reader calls this per line)."""
         self.units += units
+        self._calls += 1
         if position is not None:
             self.bytes = position
+        elif self._calls % self.check_every:
+            return
         if self.folder and time.monotonic() - self._written >= self.every_seconds:
             self.flush()
 
