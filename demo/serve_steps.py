@@ -132,7 +132,7 @@ def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
     mean-pooled vector per sentence from its last layer, as TFRecords under `out_dir` (reused while the export
     and the text are unchanged); returns where they are and what the job counted (its metadata.json)."""
     metadata_path = os.path.join(out_dir, "metadata.json")
-    key = {"export": export["stamp"], "input": commands.files_key(heldout_text)}
+    key = {"export": export["stamp"], "input": commands.files_key(heldout_text), "bad_lines": "truncate"}
     key_path = os.path.join(out_dir, "embedded_from.json")
     if os.path.exists(metadata_path) and commands.key_matches(key_path, key):
         print(f"reusing {out_dir} (same export and held-out text)")
@@ -146,11 +146,10 @@ def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
     figures = {"output_dir": out_dir, "files": [os.path.join(out_dir, f) for f in metadata["files"]],
                "examples": metadata["examples"], "dims": metadata["dims"],
                "model_loads": metadata["model_loads"], "worker_processes": metadata["worker_processes"],
-               "skipped": {k: v for k, v in counters.items() if k in ("empty_lines", "lines_with_invalid_utf8",
-                                                                       "lines_over_window", "lines_over_max_bytes")}}
+               "truncated": counters["truncated"], "dropped": metadata["dropped"]}
     print(f"{figures['examples']:,} held-out sentences -> {len(figures['files'])} shard(s) of "
           f"tf.train.Example (text, words, mean-pooled `last` [{figures['dims']['last']}]) in {out_dir}; "
-          f"skipped: {figures['skipped']}")
+          f"truncated to the window: {figures['truncated']}; no record: {figures['dropped']}")
     figures["neighbours"] = nearest_sentences(figures["files"], metadata["dims"])
     return figures
 

@@ -2,8 +2,8 @@
 as sharded TFRecords (one `tf.train.Example` per line) and a metadata.json.
 
     python -m downstream.embed --module EXPORT --input 'PATTERN' --output_dir DIR [--layers last,...] \\
-        [--pool none|mean] [--weights W,...] [--batch_size 64] [--bad_lines skip|truncate] [--num_shards 8] \\
-        [--overwrite] [Beam options]
+        [--pool none|mean] [--weights W,...] [--batch_size 64] [--bad_lines truncate|skip] [--strict_utf8] \\
+        [--num_shards 8] [--overwrite] [--progress_seconds 15] [Beam options]
 
 The flow (named steps): Files (`Create` of the matched paths) -> ReadLines (one file per worker, streamed;
 each line keyed by (file, length bucket, index // batch_size); bad bytes counted) -> Batch (a GroupByKey:
@@ -15,17 +15,21 @@ Batching is ours, not `BatchElements` (RunInference's own, which the handler ski
 `BatchElements` emits its last batch in `finish_bundle`, which Beam 2.77's Dask runner drops, and it
 batches in arrival order, lines of any length together.
 
-Bad lines never stop the job; they are counted (Beam counters in namespace `embed`, and `counters` in
-metadata.json, the same on runners without a metrics API): `empty_lines` (blank, or no word) and
-`lines_over_max_bytes` (over 1 MiB) are always skipped; `lines_with_invalid_utf8` and `lines_over_window`
-(more word pieces than the module reads) are skipped with `--bad_lines skip` (the default) and kept with
-`--bad_lines truncate` (bad bytes replaced by U+FFFD; words past the window dropped, `truncated` = 1).
+One record per line that has any text, by default: a line past the module's window (more word pieces than it
+reads) is embedded with its later words dropped, and one over 1 MiB from its first MiB (never held whole in
+memory); both flagged `truncated` = 1 and counted (`truncated`). Invalid UTF-8 bytes become U+FFFD. Only lines
+that cannot be embedded at all get no record: blank lines (or no word), and with `--strict_utf8` lines of
+invalid UTF-8. `--bad_lines skip` also drops every line that cannot be embedded whole (over the window, over
+1 MiB, invalid UTF-8). Nothing stops the job; every drop is counted by reason (`dropped` in metadata.json,
+`dropped_*` as Beam counters in namespace `embed`), beside `lines`, `empty_lines`, `lines_with_invalid_utf8`,
+`lines_over_window`, `lines_over_max_bytes`: `lines = examples + counters.dropped`.
 
 Output: the shards and metadata.json are written under `DIR/.staging-RUNID/` and moved into DIR at the
 end, metadata.json last, so a failed run leaves only a hidden staging folder. See docs/embed.md.
 """
 
 import argparse
+import codecs
 import collections
 import hashlib
 import json
@@ -39,7 +43,7 @@ import tensorflow as tf
 from apache_beam.ml.inference.base import RunInference
 
 from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
-from pipeline import corpus_io
+from pipeline import corpus_io, progress
 from pipeline.beam_options import Counts, pipeline_options, split_counts, total
 from pipeline.shard_writer import METADATA, ShardWriter, previous_run
 from preprocessing.metadata import write_json
@@ -49,36 +53,65 @@ SHARD_PREFIX = "embeddings"
 DEFAULT_LAYERS = "last"
 
 
+def decode_line(raw: bytes, cut: bool) -> tuple[str, bool]:
+    """`(text, invalid)`: the line decoded and stripped, bad bytes as U+FFFD (`invalid` True). A `cut` line's
+    last character may have been split by the cut: its incomplete tail is dropped, not counted as invalid."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        return decoder.decode(raw, final=not cut).strip(), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace").strip(), True
+
+
 class ReadLines(beam.DoFn):
     """`(file index, path)` -> `((file index, length bucket, chunk), Line)` per line to embed, then the
-    file's `Counts`. A chunk holds up to `batch_size` lines of one bucket."""
+    file's `Counts`. A chunk holds up to `batch_size` lines of one bucket. Drops, counted by reason
+    (`dropped_*`): blank lines; with `strict_utf8` (or `--bad_lines skip`) lines of invalid UTF-8; with
+    `--bad_lines skip` lines over 1 MiB (otherwise their first MiB is embedded, `truncated` = 1)."""
 
-    def __init__(self, bad_lines: str, batch_size: int):
-        self.bad_lines, self.batch_size = bad_lines, batch_size
+    def __init__(self, bad_lines: str, batch_size: int, strict_utf8: bool = False,
+                 progress_folder: str | None = None):
+        self.bad_lines, self.batch_size, self.strict_utf8 = bad_lines, batch_size, strict_utf8
+        self.progress_folder = progress_folder
 
     def process(self, item):
         index, path = item
-        counts = Counts(lines=0, empty_lines=0, lines_with_invalid_utf8=0, lines_over_max_bytes=0, skipped=0)
+        tracker = corpus_io.read_progress(self.progress_folder, path)
+        counts = Counts({name: 0 for name in READ_COUNTERS})
         per_bucket = collections.Counter()
-        for number, raw in enumerate(corpus_io.raw_lines(path), 1):
+        for number, (raw, cut) in enumerate(corpus_io.bounded_lines(path, corpus_io.MAX_LINE_BYTES, tracker), 1):
             counts["lines"] += 1
-            if raw is None:
-                counts["lines_over_max_bytes"] += 1
-                counts["skipped"] += 1
-                continue
-            try:
-                text, invalid = raw.decode("utf-8").strip(), False
-            except UnicodeDecodeError:
-                text, invalid = raw.decode("utf-8", errors="replace").strip(), True
-                counts["lines_with_invalid_utf8"] += 1
-            if not text or (invalid and self.bad_lines == "skip"):
-                counts["skipped"] += 1
-                counts["empty_lines"] += not text
+            counts["lines_over_max_bytes"] += cut
+            text, invalid = decode_line(raw, cut)
+            counts["lines_with_invalid_utf8"] += invalid
+            reason = drop_reason(text, invalid, cut, self.bad_lines, self.strict_utf8)
+            if reason:
+                counts["empty_lines"] += reason == "empty"
+                counts[f"dropped_{reason}"] += 1
                 continue
             bucket = length_bucket(text)
-            yield (index, bucket, per_bucket[bucket] // self.batch_size), Line(path, number, text, invalid)
+            yield (index, bucket, per_bucket[bucket] // self.batch_size), Line(path, number, text, invalid, cut)
             per_bucket[bucket] += 1
+            if tracker:
+                tracker.update(1)
+        if tracker:
+            tracker.flush()
         yield counts.report(NAMESPACE)
+
+
+READ_COUNTERS = ("lines", "empty_lines", "lines_with_invalid_utf8", "lines_over_max_bytes", "dropped_empty",
+                 "dropped_invalid_utf8", "dropped_over_max_bytes")
+
+
+def drop_reason(text: str, invalid: bool, cut: bool, bad_lines: str, strict_utf8: bool) -> str | None:
+    """Why a read line gets no record (`empty`, `invalid_utf8`, `over_max_bytes`), or None to embed it."""
+    if not text:
+        return "empty"
+    if invalid and (strict_utf8 or bad_lines == "skip"):
+        return "invalid_utf8"
+    if cut and bad_lines == "skip":
+        return "over_max_bytes"
+    return None
 
 
 class WriteShard(beam.DoFn):
@@ -97,26 +130,31 @@ class WriteShard(beam.DoFn):
             for e in values:
                 if e is not None:
                     status[e.status] += 1
+                    status["over_window_any"] += e.over_window
                     loads.add(e.load_id)
                     if e.record is not None:
                         yield e.record
 
         with ShardWriter(self.staging, SHARD_PREFIX, shard, self.num_shards, gzip=False) as writer:
             writer.write_all(records())
-        counters = {"empty_lines": status["empty"], "skipped": status["empty"] + status["over_window"],
-                    "lines_over_window": status["truncated"] + status["over_window"]}
+        counters = {"empty_lines": status["empty"], "dropped_empty": status["empty"],
+                    "dropped_over_window": status["over_window"], "truncated": status["truncated"],
+                    "lines_over_window": status["over_window_any"]}
         yield {**writer.summary(), "counters": counters, "loads": sorted(loads)}
 
 
-def build_pipeline(p, config: EmbedConfig, files: list[str], staging: str, num_shards: int, metadata: dict):
+def build_pipeline(p, config: EmbedConfig, files: list[str], staging: str, num_shards: int, metadata: dict,
+                   progress_folder: str | None = None):
     read = (p
             | "Files" >> beam.Create(list(enumerate(files)))
-            | "ReadLines" >> beam.ParDo(ReadLines(config.bad_lines, config.batch_size)))
+            | "ReadLines" >> beam.ParDo(ReadLines(config.bad_lines, config.batch_size, config.strict_utf8,
+                                                  progress_folder)))
     lines, read_counts = split_counts(read, "Read")
     embedded = (lines
                 | "Batch" >> beam.GroupByKey()
                 | "InOrder" >> beam.MapTuple(lambda _, batch: sorted(batch, key=lambda line: line.number))
                 | "Embed" >> RunInference(EmbeddingHandler(config).with_no_batching()))
+    embedded = progress.tally(embedded, progress_folder, "embedded")
     every_shard = p | "EveryShard" >> beam.Create([(s, None) for s in range(num_shards)])
     keyed = embedded | "KeyByShard" >> beam.Map(lambda e: (stable_hash("embed", e.file, e.number) % num_shards, e))
     summaries = ((keyed, every_shard)
@@ -135,6 +173,8 @@ def finish(gathered, staging: str, metadata: dict) -> None:
     counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
     examples = sum(s["examples"] for s in summaries)
     counters["examples"] = examples
+    dropped = {name[len("dropped_"):]: counters.pop(name) for name in sorted(counters) if name.startswith("dropped_")}
+    counters["dropped"] = sum(dropped.values())
     output_dir = os.path.dirname(staging.rstrip("/"))
     for s in summaries:
         tf.io.gfile.rename(os.path.join(staging, s["file"]), os.path.join(output_dir, s["file"]), overwrite=True)
@@ -142,7 +182,7 @@ def finish(gathered, staging: str, metadata: dict) -> None:
     write_json(os.path.join(output_dir, METADATA), {
         **metadata, "files": [s["file"] for s in summaries],
         "examples_per_file": {s["file"]: s["examples"] for s in summaries}, "examples": examples,
-        "counters": counters, "model_loads": len(loads),
+        "counters": counters, "dropped": dropped, "model_loads": len(loads),
         "worker_processes": len({load.rsplit(":", 1)[0] for load in loads})})
     tf.io.gfile.rmtree(staging)
 
@@ -191,11 +231,15 @@ def parse_args(argv):
     parser.add_argument("--pool", choices=("none", "mean"), default="none")
     parser.add_argument("--weights", default=None, help="weighted_all's weights, one per hidden layer")
     parser.add_argument("--batch_size", type=int, default=64, help="lines per model call")
-    parser.add_argument("--bad_lines", choices=BAD_LINES, default="skip",
-                        help="lines with invalid UTF-8 or over the module's window: skip them, or keep them "
-                             "(bytes replaced, words past the window dropped)")
+    parser.add_argument("--bad_lines", choices=BAD_LINES, default="truncate",
+                        help="lines over the module's window or over 1 MiB, or with invalid UTF-8: truncate "
+                             "them (the default: words past the window dropped, `truncated` = 1; bytes "
+                             "replaced), or skip them (no record, counted)")
+    parser.add_argument("--strict_utf8", action="store_true",
+                        help="drop lines of invalid UTF-8 (counted) instead of embedding them with U+FFFD")
     parser.add_argument("--num_shards", type=int, default=8)
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
+    progress.add_argument(parser)
     return parser.parse_known_args(argv)
 
 
@@ -209,8 +253,10 @@ def prepare(args) -> tuple[EmbedConfig, list[str], dict]:
         raise ValueError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}); pass --overwrite")
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
     config = EmbedConfig(module=args.module, choices=tuple(args.layers.split(",")), pool=args.pool,
-                         weights=weights, bad_lines=args.bad_lines, batch_size=args.batch_size)
+                         weights=weights, bad_lines=args.bad_lines, batch_size=args.batch_size,
+                         strict_utf8=args.strict_utf8)
     metadata = {**describe_module(config), "pool": config.pool, "weights": weights, "bad_lines": config.bad_lines,
+                "strict_utf8": config.strict_utf8,
                 "batch_size": config.batch_size, "num_shards": args.num_shards, "input": args.input,
                 "input_files": len(files), "record_features": ["file", "line", "text", "words", "truncated"] +
                 [f"features/{c}" for c in config.choices]}
@@ -225,10 +271,12 @@ def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: di
         tf.io.gfile.remove(os.path.join(args.output_dir, name))
     staging = os.path.join(args.output_dir, f".staging-{uuid.uuid4().hex[:12]}")
     tf.io.gfile.makedirs(staging)
-    p = beam.Pipeline(options=pipeline_options(beam_args))
-    build_pipeline(p, config, files, staging, args.num_shards, metadata)
-    result = p.run()
-    result.wait_until_finish()
+    line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
+    with progress.reporter(line, args.progress_seconds, beam_args) as reporter:
+        p = beam.Pipeline(options=pipeline_options(beam_args))
+        build_pipeline(p, config, files, staging, args.num_shards, metadata, reporter.folder)
+        result = p.run()
+        result.wait_until_finish()
     return result
 
 

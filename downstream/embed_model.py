@@ -12,7 +12,8 @@ process (a GPU's), not for these CPU modules. Every `Embedded` carries the id of
 the job writes how many loads it saw (`model_loads` in metadata.json), so the sharing can be checked.
 
 Records (`tf.train.Example`, one per line written): `file` (bytes), `line` (int64, 1-based), `text` (bytes,
-stripped), `words` (bytes list), `truncated` (int64: 1 when words past the module's window were dropped)
+stripped), `words` (bytes list), `truncated` (int64: 1 when words past the module's window, or the bytes of a
+line past 1 MiB, were dropped)
 and `features/<choice>` (float list: `[W, D]` flattened for `--pool none`, `[D]` for `mean`).
 """
 
@@ -27,40 +28,46 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler
 
 NAMESPACE = "embed"
-BAD_LINES = ("skip", "truncate")
+BAD_LINES = ("truncate", "skip")
 
 
 @dataclasses.dataclass(frozen=True)
 class EmbedConfig:
     """What the job computes. `module`: an export dir (or its hub module); `choices`: layer choices
     (`features.LAYER_CHOICES`, a layer's name, `elmo`); `pool`: none|mean; `weights`: `weighted_all`'s;
-    `bad_lines`: skip|truncate (see `downstream.embed`); `batch_size`: lines per model call."""
+    `bad_lines`: truncate|skip (see `downstream.embed`); `batch_size`: lines per model call; `strict_utf8`:
+    drop lines of invalid UTF-8 instead of embedding them with U+FFFD in place of the bad bytes."""
     module: str
     choices: tuple[str, ...]
     pool: str = "none"
     weights: tuple[float, ...] | None = None
-    bad_lines: str = "skip"
+    bad_lines: str = "truncate"
     batch_size: int = 64
+    strict_utf8: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Line:
-    """A line to embed: `file`, its 1-based `number`, its stripped `text`; `invalid_utf8` if bytes were replaced."""
+    """A line to embed: `file`, its 1-based `number`, its stripped `text`; `invalid_utf8` if bytes were replaced;
+    `cut` if the line was over 1 MiB and `text` is its first MiB."""
     file: str
     number: int
     text: str
     invalid_utf8: bool = False
+    cut: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Embedded:
     """RunInference's output for one line: `status` ok|truncated|over_window|empty (the last two: no record);
-    `record` the serialized Example or None; `load_id` the model load that made it."""
+    `record` the serialized Example or None; `load_id` the model load that made it; `over_window` if the line
+    had more word pieces than the module reads (kept truncated, or dropped under `--bad_lines skip`)."""
     file: str
     number: int
     status: str
     record: bytes | None
     load_id: str
+    over_window: bool = False
 
 
 def length_bucket(text: str) -> int:
@@ -137,23 +144,28 @@ class EmbeddingHandler(ModelHandler):
         config, lines = self.config, list(batch)
         full = split_words([line.text for line in lines])
         keep = [i for i, words in enumerate(full) if words]
-        Metrics.counter(NAMESPACE, "empty_lines").inc(len(lines) - len(keep))  # no word (e.g. control characters)
+        for name in ("empty_lines", "dropped_empty"):  # no word (e.g. control characters only)
+            Metrics.counter(NAMESPACE, name).inc(len(lines) - len(keep))
         encoded = dict(zip(keep, model.encoder.encode([lines[i].text for i in keep], batch_size=len(lines))))
         weights = list(config.weights) if config.weights else None
         out = []
         for i, line in enumerate(lines):
-            status, record = "empty", None
+            status, record, over_window = "empty", None, False
             if i in encoded:
                 enc = encoded[i]
-                status = "truncated" if len(enc.words) < len(full[i]) else "ok"
-                if status == "truncated":
+                over_window = len(enc.words) < len(full[i])
+                if over_window:
                     Metrics.counter(NAMESPACE, "lines_over_window").inc()
-                if status == "truncated" and config.bad_lines == "skip":
+                if over_window and config.bad_lines == "skip":
                     status = "over_window"
+                    Metrics.counter(NAMESPACE, "dropped_over_window").inc()
                 else:
+                    status = "truncated" if over_window or line.cut else "ok"
                     vectors = choice_vectors(model.encoder, enc, list(config.choices), config.pool, weights)
                     record = to_example(line, enc.words, vectors, status == "truncated")
-            out.append(Embedded(line.file, line.number, status, record, model.load_id))
+            if status == "truncated":
+                Metrics.counter(NAMESPACE, "truncated").inc()
+            out.append(Embedded(line.file, line.number, status, record, model.load_id, over_window))
         return out
 
     def get_num_bytes(self, batch) -> int:

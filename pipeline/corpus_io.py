@@ -10,6 +10,7 @@ lose data, so gzip is read with Python's `gzip` module, which checks the end-of-
 import collections
 import contextlib
 import gzip
+import hashlib
 import os
 import zlib
 from typing import Iterator
@@ -34,23 +35,40 @@ class InputFileError(UserError):
 MAX_LINE_BYTES = 1 << 20
 
 
-def raw_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+def raw_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES, progress=None) -> Iterator[bytes | None]:
     """The lines of a file (newline stripped), `.gz` decompressed and checked to its end. A line over
     `max_line_bytes` comes out as `None` (the caller counts and skips it) and is never held in memory."""
+    for line, cut in bounded_lines(path, max_line_bytes, progress):
+        yield None if cut else line
+
+
+def bounded_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES, progress=None) -> Iterator[tuple[bytes, bool]]:
+    """`(line, cut)` per line of a file (newline stripped), `.gz` decompressed and checked to its end. A line
+    over `max_line_bytes` comes out as its first `max_line_bytes` bytes with `cut` True; the rest of it is read
+    past in 64 KiB pieces, never held in memory. `progress` (a `pipeline.progress.StageProgress`, or None)
+    gets the bytes read of the file (compressed bytes for `.gz`) every 1024 lines and at the end."""
     try:
         with contextlib.ExitStack() as stack:
             if path.endswith(".gz"):
                 raw = stack.enter_context(FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED))
                 f = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
             else:
-                f = stack.enter_context(FileSystems.open(path))
+                raw = f = stack.enter_context(FileSystems.open(path))
+            number = 0
             while line := f.readline(max_line_bytes + 2):
-                if len(line.rstrip(b"\r\n")) <= max_line_bytes:
-                    yield line.rstrip(b"\r\n")
+                number += 1
+                if progress is not None and number % 1024 == 0:
+                    progress.update(position=raw.tell())
+                stripped = line.rstrip(b"\r\n")
+                if len(stripped) <= max_line_bytes:
+                    yield stripped, False
                     continue
                 while line and not line.endswith(b"\n"):  # skip the rest of the over-long line
                     line = f.readline(1 << 16)
-                yield None
+                yield stripped[:max_line_bytes], True
+            if progress is not None:
+                progress.update(position=raw.tell())
+                progress.flush()
     except (OSError, EOFError, zlib.error) as e:
         raise InputFileError(f"cannot read input file {path}: {e}") from e
 
@@ -70,12 +88,14 @@ def check_pattern(pattern: str) -> list[str]:
     return sorted(m.path for m in matches)
 
 
-def decoded_lines(path: str, counts: collections.Counter, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
+def decoded_lines(path: str, counts: collections.Counter, max_line_bytes: int = MAX_LINE_BYTES,
+                  progress=None) -> Iterator[str]:
     """The lines of a file as `str`, invalid UTF-8 replaced by U+FFFD; counts `lines`,
-    `lines_with_invalid_utf8` and (skipped) `lines_over_max_bytes` into `counts`."""
+    `lines_with_invalid_utf8` and (skipped) `lines_over_max_bytes` into `counts`; `progress` as
+    `bounded_lines`'."""
     for name in ("lines", "lines_with_invalid_utf8", "lines_over_max_bytes"):
         counts.setdefault(name, 0)
-    for raw in raw_lines(path, max_line_bytes):
+    for raw in raw_lines(path, max_line_bytes, progress):
         if raw is None:
             counts["lines_over_max_bytes"] += 1
             continue
@@ -97,37 +117,55 @@ class ReadLines(beam.DoFn):
 
 
 class ReadLineBatches(beam.DoFn):
-    """A file path -> lists of up to `batch_lines` of its lines, then the file's `Counts`.
+    """A file path -> lists of up to `batch_lines` of its lines, then the file's `Counts`. With
+    `progress_folder`, the bytes and lines read go to stage `read` of `pipeline.progress`.
 
     Batching here, inside `process`, is what every runner runs alike: `BatchElements` emits its last batch
     in `finish_bundle`, which Beam 2.77's Dask runner drops (see docs/distributed_runners.md).
     """
 
-    def __init__(self, batch_lines: int):
-        self.batch_lines = batch_lines
+    def __init__(self, batch_lines: int, progress_folder: str | None = None):
+        self.batch_lines, self.progress_folder = batch_lines, progress_folder
 
     def process(self, path: str):
+        progress = read_progress(self.progress_folder, path)
         counts, batch = collections.Counter(), []
-        for line in decoded_lines(path, counts):
+        for line in decoded_lines(path, counts, progress=progress):
             batch.append(line)
             if len(batch) == self.batch_lines:
+                if progress:
+                    progress.update(len(batch))
                 yield batch
                 batch = []
+        if progress:
+            progress.update(len(batch))
+            progress.flush()
         if batch:
             yield batch
         yield Counts(counts).report(NAMESPACE)
 
 
+def read_progress(folder: str | None, path: str):
+    """Stage `read`'s progress for one input file (named by the path's hash: a retried read replaces its
+    figures), or None without a folder. It looks at the clock every 1024 lines only."""
+    if not folder:
+        return None
+    from pipeline.progress import StageProgress
+
+    return StageProgress(folder, "read", name=hashlib.sha1(path.encode()).hexdigest()[:16], check_every=1024)
+
+
 class ReadCorpusLines(beam.PTransform):
     """Reads every line of the files matching `pattern` as `str`, one file per worker; with `batch_lines`,
-    lists of lines and one `Counts` per file instead (`ReadLineBatches`)."""
+    lists of lines and one `Counts` per file instead (`ReadLineBatches`, which reports progress into
+    `progress_folder` if given)."""
 
-    def __init__(self, pattern: str, batch_lines: int = 0):
+    def __init__(self, pattern: str, batch_lines: int = 0, progress_folder: str | None = None):
         super().__init__()
-        self.pattern, self.batch_lines = pattern, batch_lines
+        self.pattern, self.batch_lines, self.progress_folder = pattern, batch_lines, progress_folder
 
     def expand(self, pbegin):
         files = pbegin | "Files" >> beam.Create(check_pattern(self.pattern))
         if self.batch_lines:
-            return files | "ReadLineBatches" >> beam.ParDo(ReadLineBatches(self.batch_lines))
+            return files | "ReadLineBatches" >> beam.ParDo(ReadLineBatches(self.batch_lines, self.progress_folder))
         return files | "ReadLines" >> beam.ParDo(ReadLines())

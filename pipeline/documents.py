@@ -13,7 +13,7 @@ import collections
 import apache_beam as beam
 
 from pipeline.beam_options import Counts
-from pipeline.corpus_io import MAX_LINE_BYTES, decoded_lines
+from pipeline.corpus_io import MAX_LINE_BYTES, decoded_lines, read_progress
 
 NAMESPACE = "pretraining_data"
 
@@ -21,31 +21,37 @@ NAMESPACE = "pretraining_data"
 class ReadDocuments(beam.DoFn):
     """`(file index, path)` -> `((file index, document index), [sentence, ...])` for each document, then the
     file's `Counts` (documents, empty_documents, sentences, lines, lines_with_invalid_utf8,
-    lines_over_max_bytes)."""
+    lines_over_max_bytes). With `progress_folder`, the bytes and documents read go to stage `read` of
+    `pipeline.progress`."""
 
-    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES):
-        self.max_line_bytes = max_line_bytes
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES, progress_folder: str | None = None):
+        self.max_line_bytes, self.progress_folder = max_line_bytes, progress_folder
 
     def process(self, element):
         file_index, path = element
+        progress = read_progress(self.progress_folder, path)
         counts = collections.Counter(documents=0, empty_documents=0, sentences=0)
         index, document = 0, []
-        for line in decoded_lines(path, counts, self.max_line_bytes):
+        for line in decoded_lines(path, counts, self.max_line_bytes, progress):
             if line.strip():
                 document.append(line)
                 continue
             if document:
-                yield self._emit(file_index, index, document, counts)
+                yield self._emit(file_index, index, document, counts, progress)
                 index += 1
                 document = []
             else:
                 counts["empty_documents"] += 1
         if document:
-            yield self._emit(file_index, index, document, counts)
+            yield self._emit(file_index, index, document, counts, progress)
+        if progress:
+            progress.flush()
         yield Counts(counts).report(NAMESPACE)
 
     @staticmethod
-    def _emit(file_index, index, document, counts):
+    def _emit(file_index, index, document, counts, progress):
         counts["documents"] += 1
+        if progress:
+            progress.update(1)
         counts["sentences"] += len(document)
         return (file_index, index), document

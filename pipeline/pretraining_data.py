@@ -27,7 +27,7 @@ import time
 import apache_beam as beam
 import tensorflow as tf
 
-from pipeline import corpus_io
+from pipeline import corpus_io, progress
 from pipeline.buckets import AssignBuckets
 from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
                                      total)
@@ -47,29 +47,33 @@ _BATCH_DOCUMENTS = 256
 class TokenizedDocuments(beam.PTransform):
     """`(file index, path)` pairs -> (`(document id, tokenized document)`, the reader's `Counts`)."""
 
-    def __init__(self, config: JobConfig):
+    def __init__(self, config: JobConfig, progress_folder: str | None = None):
         super().__init__()
-        self.config = config
+        self.config, self.progress_folder = config, progress_folder
 
     def expand(self, files):
-        documents, counts = split_counts(files | "ReadDocuments" >> beam.ParDo(ReadDocuments()), "Read")
-        tokenized = (documents
-                     | "KeyByBatch" >> beam.Map(lambda doc: ((doc[0][0], doc[0][1] // _BATCH_DOCUMENTS), doc))
-                     | "BatchDocuments" >> beam.GroupByKey()
-                     | "InOrder" >> beam.MapTuple(lambda _, docs: sorted(docs))
+        read = files | "ReadDocuments" >> beam.ParDo(ReadDocuments(progress_folder=self.progress_folder))
+        documents, counts = split_counts(read, "Read")
+        batches = (documents
+                   | "KeyByBatch" >> beam.Map(lambda doc: ((doc[0][0], doc[0][1] // _BATCH_DOCUMENTS), doc))
+                   | "BatchDocuments" >> beam.GroupByKey()
+                   | "InOrder" >> beam.MapTuple(lambda _, docs: sorted(docs)))
+        tokenized = (progress.tally(batches, self.progress_folder, "tokenized", len)
                      | "TokenizeDocuments" >> beam.ParDo(TokenizeDocuments(self.config)))
         return tokenized, counts
 
 
-def build_pipeline(p, args, config: JobConfig, files: list[str]):
+def build_pipeline(p, args, config: JobConfig, files: list[str], progress_folder: str | None = None):
     docs, read_counts = (p
                          | "Files" >> beam.Create(list(enumerate(files)))
-                         | "Documents" >> TokenizedDocuments(config))
+                         | "Documents" >> TokenizedDocuments(config, progress_folder))
     summaries = (docs
                  | "AssignBuckets" >> AssignBuckets(config.seed, args.num_shards, args.docs_per_bucket,
                                                     _BATCH_DOCUMENTS)
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "MakeExamples" >> beam.ParDo(MakeExamples(config, args.output_dir, args.gzip)))
+    summaries = progress.tally(summaries, progress_folder, "written",
+                               lambda s: s["counters"].get("documents_with_tokens", 0))
     ((summaries, read_counts)
      | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
@@ -79,7 +83,7 @@ def build_pipeline(p, args, config: JobConfig, files: list[str]):
 def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
     """What is known before the job runs; `_finish` adds the shards and counts."""
     vocab = Vocabulary(config.vocab_tokens)
-    job = {k: v for k, v in vars(args).items()}
+    job = {k: v for k, v in vars(args).items() if k != "progress_seconds"}  # the output's bytes ignore it
     job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case)
     features = schema.features_for({"model": config.model, "config": job})
     return DatasetMetadata(schema_version=schema.SCHEMA_VERSION, model=config.model, config=job,
@@ -132,6 +136,7 @@ def parse_args(argv):
     case.add_argument("--cased", dest="lower_case", action="store_false")
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
+    progress.add_argument(parser)
     return parser.parse_known_args(argv)
 
 
@@ -202,10 +207,13 @@ def _run(args, beam_args) -> int:
     _clear(args.output_dir)
     print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
+    line = progress.ProgressLine("pretraining_data", "documents", ("tokenized", "written"),
+                                 progress.input_bytes(files))
     try:
         Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
-        with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
-            build_pipeline(p, args, config, files)
+        with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
+            build_pipeline(p, args, config, files, reporter.folder)
     except BaseException:  # a failed run leaves nothing that looks like output (KeyboardInterrupt too)
         _clear(args.output_dir, vocab=True)
         if created and not tf.io.gfile.listdir(args.output_dir):

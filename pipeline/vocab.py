@@ -21,7 +21,7 @@ import sys
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import corpus_io
+from pipeline import corpus_io, progress
 from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_options, quiet_worker_logs,
                                      split_counts, total)
 from pipeline.worker_stderr import without_worker_tracebacks
@@ -103,15 +103,15 @@ def _remove_partial(output: str) -> None:
         tf.io.gfile.remove(output)
 
 
-def build_pipeline(p: beam.Pipeline, args: argparse.Namespace) -> None:
+def build_pipeline(p: beam.Pipeline, args: argparse.Namespace, progress_folder: str | None = None) -> None:
     config = LearnerConfig(vocab_size=args.vocab_size, reserved_tokens=tuple(args.reserved_tokens),
                            num_unused=args.num_unused, min_frequency=args.min_frequency,
                            limit_alphabet=args.limit_alphabet)
-    job_config = dict(vars(args))
-    batches, counts = split_counts(p | "Read" >> corpus_io.ReadCorpusLines(args.input, _BATCH_LINES), "Read")
-    word_counts = (batches
-                   | "Spread" >> beam.Reshuffle()
-                   | "CountWords" >> CountWords(args.lower_case))
+    job_config = {k: v for k, v in vars(args).items() if k != "progress_seconds"}  # the output's bytes ignore it
+    read = p | "Read" >> corpus_io.ReadCorpusLines(args.input, _BATCH_LINES, progress_folder)
+    batches, counts = split_counts(read, "Read")
+    spread = progress.tally(batches | "Spread" >> beam.Reshuffle(), progress_folder, "counted", len)
+    word_counts = spread | "CountWords" >> CountWords(args.lower_case)
     ((word_counts, counts)
      | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
@@ -133,6 +133,7 @@ def parse_args(argv):
     parser.add_argument("--min_frequency", type=int, default=2)
     parser.add_argument("--limit_alphabet", type=int, default=1000)
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
+    progress.add_argument(parser)
     return parser.parse_known_args(argv)
 
 
@@ -170,9 +171,11 @@ def run(argv=None) -> int:
 def _run(args, beam_args) -> int:
     files = check_args(args, beam_args)
     print(f"vocab: {len(files)} input file(s) match {args.input!r}", file=sys.stderr)
+    line = progress.ProgressLine("vocab", "lines", ("counted",), progress.input_bytes(files))
     try:
-        with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
-            build_pipeline(p, args)
+        with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
+            build_pipeline(p, args, reporter.folder)
     except BaseException:
         _remove_partial(args.output)
         raise

@@ -11,7 +11,8 @@ _TEMPLATES = {
                     "`input_word_ids`, `input_mask`, `input_type_ids` (int32 [batch, seq_length], as the matching "
                     "preprocessor writes them); outputs `pooled_output` [batch, hidden], `sequence_output` "
                     "[batch, seq_length, hidden], `encoder_outputs` (every layer) and `default` (= pooled). "
-                    "`encoder.mlm` also takes `masked_lm_positions` and returns `mlm_logits`.",
+                    "`encoder.mlm` also takes `masked_lm_positions` and returns `mlm_logits`. Legacy attributes "
+                    "`vocab_file` (an asset) and `do_lower_case` (a variable), as older BERT modules have them.",
         "usage": """preprocessor = hub.KerasLayer("{export_dir}/hub/preprocessor")
 encoder = hub.KerasLayer("{export_dir}/hub/encoder", trainable=True)
 outputs = encoder(preprocessor(tf.constant(["The river bank flooded."])))
@@ -20,13 +21,16 @@ outputs["pooled_output"]  # [1, hidden]""",
     "preprocessor": {
         "title": "BERT preprocessor", "module_type": "text-preprocessing", "architecture": "WordPiece",
         "overview": "Text preprocessing for the matching BERT encoder: the WordPiece vocabulary and normalization "
-                    "its pretraining data used. `tokenize(strings)` -> ragged [batch, words, pieces]; "
+                    "its pretraining data used. `tokenize(strings)` -> int32 ragged [batch, words, pieces], and "
+                    "`tokenize.get_special_tokens_dict()` gives `vocab_size`, `padding_id`, "
+                    "`start_of_sequence_id`, `end_of_segment_id`, `mask_id`; "
                     "`bert_pack_inputs([segments...], seq_length=N)` packs one or two segments with `[CLS]`/`[SEP]` "
                     "and round-robin truncation; calling the module on strings gives the encoder's inputs at the "
                     "trained sequence length.",
         "usage": """preprocessor = hub.load("{export_dir}/hub/preprocessor")
 a, b = preprocessor.tokenize(tf.constant(["premise"])), preprocessor.tokenize(tf.constant(["hypothesis"]))
-inputs = preprocessor.bert_pack_inputs([a, b], seq_length=tf.constant(128))""",
+inputs = preprocessor.bert_pack_inputs([a, b], seq_length=tf.constant(128))
+special_tokens = preprocessor.tokenize.get_special_tokens_dict()  # mask_id, padding_id, ...""",
     },
     "gpt": {
         "title": "GPT language model", "module_type": "text-generation", "architecture": "Transformer decoder",

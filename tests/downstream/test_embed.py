@@ -1,6 +1,7 @@
 """`downstream.embed`, the Beam embedding job, on tiny exports of the three families: its vectors equal
 `python -m downstream.features`' for the same lines and layer choices; bad lines are counted (Beam counters
-and metadata.json) and skipped or truncated; one model per worker process on the default runner and on
+and metadata.json), truncated by default (one record per line with text) and dropped only when they cannot be
+embedded (or with `--bad_lines skip`); one model per worker process on the default runner and on
 Dask workers with several threads; a failed run leaves nothing that looks complete."""
 
 import collections
@@ -15,6 +16,7 @@ import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 
 from downstream import embed, features
+from pipeline import corpus_io
 from downstream.embed_model import EmbeddingHandler, parse_example
 
 TEXTS = ["the river bank flooded", "a play", "Café, café! The bank's bank", "she went to the bank",
@@ -63,7 +65,7 @@ def run_embed(module, pattern, out, *extra, runner=("--runner", "FnApiRunner")):
 def test_vectors_equal_the_features_command(exports, clean, tmp_path, kind, pool):
     choices = CHOICES[kind]
     meta = run_embed(exports[kind], os.path.join(clean, "[ab].txt"), tmp_path / "embed", "--layers", choices,
-                     "--pool", pool, "--bad_lines", "truncate")
+                     "--pool", pool)  # the default --bad_lines truncate
     npz = str(tmp_path / "features.npz")
     assert features.main(["--module", exports[kind], "--input", os.path.join(clean, "all.txt"), "--output", npz,
                           "--layers", choices, "--pool", pool]) == 0
@@ -83,46 +85,86 @@ def test_vectors_equal_the_features_command(exports, clean, tmp_path, kind, pool
     assert set(meta["module"]["sha256"]["module"]) >= {"saved_model.pb", "variables/variables.index"}
 
 
+OVER_MAX = b"a " * 600  # 1,200 bytes: over the 1,000-byte cap the bad-lines test sets
+
+
 @pytest.fixture(scope="module")
 def bad_corpus(tmp_path_factory):
     base = tmp_path_factory.mktemp("bad")
-    lines = [b"the river bank flooded", b"", b"   ", b"a \xff play", LONG.encode(), b"a bank"]
+    lines = [b"the river bank flooded", b"", b"   ", b"a \xff play", LONG.encode(), b"a bank", OVER_MAX]
     (base / "bad.txt").write_bytes(b"\n".join(lines) + b"\n")
     return str(base / "bad.txt")
 
 
-@pytest.mark.parametrize("mode", ["skip", "truncate"])
-def test_bad_lines_are_counted_and_skipped_or_truncated(exports, bad_corpus, tmp_path, mode):
+BAD_LINES_CASES = {  # flags -> (records' line numbers, counters, dropped by reason)
+    (): ([1, 4, 5, 6, 7], dict(truncated=2, lines_over_window=2, dropped=2), dict(empty=2)),
+    ("--bad_lines", "truncate"): ([1, 4, 5, 6, 7], dict(truncated=2, lines_over_window=2, dropped=2),
+                                  dict(empty=2)),
+    ("--strict_utf8",): ([1, 5, 6, 7], dict(truncated=2, lines_over_window=2, dropped=3),
+                         dict(empty=2, invalid_utf8=1)),
+    ("--bad_lines", "skip"): ([1, 6], dict(truncated=0, lines_over_window=1, dropped=5),
+                              dict(empty=2, invalid_utf8=1, over_window=1, over_max_bytes=1)),
+}
+
+
+@pytest.mark.parametrize("flags", list(BAD_LINES_CASES), ids=lambda f: " ".join(f) or "default")
+def test_bad_lines_are_truncated_by_default_and_drops_counted_by_reason(exports, bad_corpus, tmp_path,
+                                                                        monkeypatch, flags):
+    monkeypatch.setattr(corpus_io, "MAX_LINE_BYTES", 1000)
     args, beam_args = embed.parse_args(["--module", exports["bert"], "--input", bad_corpus, "--output_dir",
-                                        str(tmp_path / "out"), "--num_shards", "1", "--bad_lines", mode,
+                                        str(tmp_path / "out"), "--num_shards", "1", *flags,
                                         "--runner", "FnApiRunner"])
     config, files, metadata = embed.prepare(args)
     result = embed.execute(args, beam_args, config, files, metadata)
-    counters = json.load(open(tmp_path / "out" / "metadata.json"))["counters"]
-    kept = 4 if mode == "truncate" else 2
-    assert counters == {"lines": 6, "empty_lines": 2, "lines_with_invalid_utf8": 1, "lines_over_max_bytes": 0,
-                        "lines_over_window": 1, "skipped": 6 - kept, "examples": kept}
+    meta = json.load(open(tmp_path / "out" / "metadata.json"))
+    lines, counters, dropped = BAD_LINES_CASES[flags]
+    assert meta["counters"] == {"lines": 7, "empty_lines": 2, "lines_with_invalid_utf8": 1,
+                                "lines_over_max_bytes": 1, **counters, "examples": len(lines)}
+    assert meta["dropped"] == {"empty": 0, "invalid_utf8": 0, "over_max_bytes": 0, "over_window": 0, **dropped}
+    assert meta["counters"]["lines"] == meta["examples"] + meta["counters"]["dropped"]
     beam_counts = collections.Counter()  # summed over the steps that count (ReadLines, Embed)
     for c in result.metrics().query(MetricsFilter().with_namespace("embed"))["counters"]:
         beam_counts[c.key.metric.name] += c.committed
-    assert beam_counts["lines_with_invalid_utf8"] == 1 and beam_counts["lines_over_window"] == 1
-    assert beam_counts["empty_lines"] == 2 and beam_counts["lines"] == 6
-    got = records(str(tmp_path / "out"))
-    assert [r["line"] for r in got] == ([1, 4, 5, 6] if mode == "truncate" else [1, 6])
-    if mode == "truncate":
-        assert got[1]["text"] == "a \ufffd play" and got[2]["truncated"] and 0 < len(got[2]["words"]) < 90
-        assert got[2]["last"].shape == (len(got[2]["words"]), got[0]["last"].shape[1])
+    assert beam_counts["lines_with_invalid_utf8"] == 1 and beam_counts["lines_over_window"] == counters[
+        "lines_over_window"]
+    assert beam_counts["empty_lines"] == 2 and beam_counts["lines"] == 7
+    assert beam_counts["truncated"] == counters["truncated"]
+    assert sum(beam_counts[f"dropped_{reason}"] for reason in dropped) == counters["dropped"]
+    got = {r["line"]: r for r in records(str(tmp_path / "out"))}
+    assert list(got) == lines
+    assert [got[n]["truncated"] for n in lines] == [n in (5, 7) for n in lines]
+    if 4 in got:
+        assert got[4]["text"] == "a \ufffd play"
+    if 7 in got:  # over 1,000 bytes: its first 1,000 bytes, then words past the window dropped
+        assert got[7]["text"] == OVER_MAX[:1000].decode().strip() and 0 < len(got[7]["words"]) < 500
+        assert got[5]["last"].shape == (len(got[5]["words"]), got[1]["last"].shape[1])
+
+
+def test_a_line_cut_inside_a_character_loses_only_that_character():
+    cut = "ééé".encode()[:5]  # the third é cut after its first byte
+    assert embed.decode_line(cut, cut=True) == ("éé", False)
+    assert embed.decode_line(cut, cut=False) == ("éé\ufffd", True)
+    assert embed.decode_line(b"a \xff b\xc3", cut=True) == ("a \ufffd b\ufffd", True)
+
+
+def test_the_job_prints_progress_lines(exports, clean, tmp_path, capsys):
+    meta = run_embed(exports["gpt"], os.path.join(clean, "[ab].txt"), tmp_path / "out", "--layers", "last",
+                     "--progress_seconds", "0.1")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("embed: read ")]
+    assert lines and all(" lines | embedded " in line for line in lines), lines
+    assert meta["examples"] == 7
 
 
 def test_default_runner_loads_one_model_per_worker_process(exports, clean, tmp_path):
     """No --runner: the multi-processing DirectRunner, one worker per core."""
     meta = run_embed(exports["gpt"], os.path.join(clean, "[ab].txt"), tmp_path / "out", "--layers", "last",
                      runner=())
-    assert meta["examples"] == 6 and meta["counters"]["lines_over_window"] == 1  # --bad_lines skip: LONG goes
+    # the defaults: one record per line with text, LONG truncated (GPT's window); only the blank line dropped
+    assert meta["examples"] == 7 and meta["counters"]["truncated"] == 1 and meta["dropped"]["empty"] == 1
     assert 1 <= meta["model_loads"] == meta["worker_processes"] <= os.cpu_count()
     names = sorted(os.listdir(tmp_path / "out"))
     assert names == ["embeddings-00000-of-00002.tfrecord", "embeddings-00001-of-00002.tfrecord", "metadata.json"]
-    assert sum(meta["examples_per_file"].values()) == len(records(str(tmp_path / "out"))) == 6
+    assert sum(meta["examples_per_file"].values()) == len(records(str(tmp_path / "out"))) == 7
 
 
 @contextlib.contextmanager
