@@ -29,7 +29,8 @@ Garden's own:
   remains: Model Garden's warm-up gives step 0 the rate `lr / warmup_steps`, ours gives it 0.
 
 Held-out metrics are sums over the first `--eval_batches` batches (losses and accuracy weighted by
-`masked_lm_weights` over all of them, not means of per-batch means). `cpu_seconds` is the process's CPU time
+`masked_lm_weights` over all of them, not means of per-batch means). `mlm_context_spread` (mean over batches,
+`context_spread`) shows a collapse to context-free outputs, which the loss alone does not. `cpu_seconds` is the process's CPU time
 (all threads) spent in training steps up to that evaluation, tracing and compilation included.
 """
 
@@ -174,9 +175,22 @@ def make_eval_step(model):
                               tf.float32)
         return {"mlm_loss": tf.reduce_sum(losses * weights), "mlm_correct": tf.reduce_sum(correct * weights),
                 "mlm_weight": tf.reduce_sum(weights), "nsp_loss": tf.reduce_sum(nsp_losses),
-                "nsp_correct": tf.reduce_sum(nsp_correct), "nsp_count": tf.cast(tf.size(nsp_labels), tf.float32)}
+                "nsp_correct": tf.reduce_sum(nsp_correct), "nsp_count": tf.cast(tf.size(nsp_labels), tf.float32),
+                "mlm_context_spread": context_spread(logits, weights), "batches": tf.constant(1.0)}
 
     return eval_step
+
+
+def context_spread(logits, weights):
+    """How much the masked-LM logits depend on the context: the std of each vocabulary entry's logit across the
+    batch's masked positions (mean over the vocabulary), over the std of a position's logits across the
+    vocabulary (mean over positions). Near 0 for a collapsed model, which answers the same everywhere."""
+    logits = tf.reshape(logits, [-1, tf.shape(logits)[-1]])  # [N, V]
+    w = tf.reshape(weights, [-1, 1]) / tf.reduce_sum(weights)  # [N, 1], sums to 1
+    mean = tf.reduce_sum(w * logits, 0, keepdims=True)  # [1, V]
+    across_positions = tf.reduce_mean(tf.sqrt(tf.reduce_sum(w * tf.square(logits - mean), 0)))
+    across_vocab = tf.reduce_sum(w[:, 0] * tf.math.reduce_std(logits, -1))
+    return across_positions / across_vocab
 
 
 def evaluate(eval_step, dataset, batches: int) -> dict:
@@ -190,7 +204,8 @@ def evaluate(eval_step, dataset, batches: int) -> dict:
     return {"mlm_loss": totals["mlm_loss"] / totals["mlm_weight"],
             "mlm_accuracy": totals["mlm_correct"] / totals["mlm_weight"],
             "nsp_loss": totals["nsp_loss"] / totals["nsp_count"],
-            "nsp_accuracy": totals["nsp_correct"] / totals["nsp_count"], "eval_batches": seen}
+            "nsp_accuracy": totals["nsp_correct"] / totals["nsp_count"], "eval_batches": seen,
+            "mlm_context_spread": totals["mlm_context_spread"] / totals["batches"]}
 
 
 def train(args, masked_lm) -> list[dict]:
