@@ -13,7 +13,10 @@ Errors are `{"error": "..."}` with TF Serving's HTTP codes (INVALID_ARGUMENT -> 
 any other path or method under /v1/ is "Malformed request" (400), outside /v1/ 404. Differences from TF
 Serving: binds to 127.0.0.1 unless `--rest_api_host` says otherwise (TF Serving binds all interfaces); a body
 over `--max_request_bytes` gets 413; `--rest_api_port 0` picks a free port (TF Serving: REST off) and
-`--port 0` turns gRPC off. The start-up line says where it listens.
+`--port 0` turns gRPC off; a MultiInference runs its tasks one by one (TF Serving: one session call). The
+start-up line says where it listens. Same as TF Serving: SavedModels (TF1 and TF2) run in a session, inputs
+fed by tensor name with no check against the signature's shapes (`session.py`); Classify/Regress check a
+signature's method_name only with `--enable_signature_method_name_check`.
 
 Bounds on one request's work (REST; see docs/limits.md): at most `--max_instances_per_request` instances
 (row format), leading-dimension rows (columnar) or examples, and a `max_new_tokens` input (GPT's `generate`)
@@ -75,6 +78,7 @@ class ServerOptions:
       grpc_port: gRPC port; None: no gRPC; 0: a free one.
       file_system_poll_wait_seconds: how often base paths are polled for new versions; 0: once at start.
       enable_batching: merge concurrent predict calls of one signature.
+      enable_signature_method_name_check: Classify/Regress require that method_name (TF Serving's flag).
       max_request_bytes: larger request bodies are refused (413 over REST, RESOURCE_EXHAUSTED over gRPC).
       rest_api_num_threads: REST worker threads (connections served at once; more wait in a queue).
       rest_api_timeout_in_ms: the longest wait for a REST client's next bytes or next keep-alive request.
@@ -87,6 +91,7 @@ class ServerOptions:
     grpc_port: int | None = None
     file_system_poll_wait_seconds: float = 1.0
     enable_batching: bool = False
+    enable_signature_method_name_check: bool = False
     max_request_bytes: int = 64 << 20
     rest_api_num_threads: int = 64
     rest_api_timeout_in_ms: int = 30_000
@@ -201,7 +206,8 @@ class ModelServer:
 
     def __init__(self, models: list[ModelEntry], options: ServerOptions = ServerOptions()):
         self.options = options
-        self.manager = ModelManager(list(models), batching=options.enable_batching)
+        self.manager = ModelManager(list(models), batching=options.enable_batching,
+                                    method_check=options.enable_signature_method_name_check)
         self._http: RestHttpServer | None = None
         self._grpc = None
         self.rest_port = self.grpc_port = None
@@ -279,6 +285,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rest_api_host", default="127.0.0.1", help="interface for REST and gRPC")
     parser.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0)
     parser.add_argument("--enable_batching", action="store_true")
+    parser.add_argument("--enable_signature_method_name_check", action="store_true",
+                        help="Classify/Regress require a classify/regress method_name (TF2 SavedModels have none)")
     parser.add_argument("--max_request_bytes", type=int, default=ServerOptions.max_request_bytes)
     parser.add_argument("--rest_api_num_threads", type=int, default=ServerOptions.rest_api_num_threads,
                         help="REST worker threads")
@@ -312,7 +320,9 @@ def main(argv=None) -> int:
         options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
                                 grpc_port=args.port or None,
                                 file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
-                                enable_batching=args.enable_batching, max_request_bytes=args.max_request_bytes,
+                                enable_batching=args.enable_batching,
+                                enable_signature_method_name_check=args.enable_signature_method_name_check,
+                                max_request_bytes=args.max_request_bytes,
                                 rest_api_num_threads=args.rest_api_num_threads,
                                 rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
                                 max_instances_per_request=args.max_instances_per_request,

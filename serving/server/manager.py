@@ -59,11 +59,12 @@ class ModelManager:
     Args:
       entries: the models (from `model_config.read_model_config_list` or built directly).
       batching: merge concurrent predict calls (see `serving.server.servable.Batcher`).
+      method_check: Classify/Regress check the signature's method_name (`Servable.signature`).
     """
 
-    def __init__(self, entries: list[ModelEntry], batching: bool = False):
+    def __init__(self, entries: list[ModelEntry], batching: bool = False, method_check: bool = False):
         self.entries = {entry.name: entry for entry in entries}
-        self.batching = batching
+        self.batching, self.method_check = batching, method_check
         self._states: dict[str, dict[int, VersionState]] = {name: {} for name in self.entries}
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
@@ -98,7 +99,7 @@ class ModelManager:
             self._states[name][state.version] = state
         log.info("Loading servable: {name: %s version: %d} from %s", name, state.version, state.path)
         try:
-            servable = Servable.load(name, state.version, state.path, self.batching)
+            servable = Servable.load(name, state.version, state.path, self.batching, self.method_check)
         except ServingError as e:
             log.error("Loading servable: {name: %s version: %d} failed: %s", name, state.version, e.message)
             with self._lock:
