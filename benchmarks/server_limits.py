@@ -1,17 +1,19 @@
 """The local server under hostile and heavy load on loopback: its answers, errors and peak memory.
 
     .venv/bin/python -m benchmarks.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
-        [--seconds 120] [--stalled 2]
+        [--seconds 120] [--stalled 2] [--idle 200]
 
 Starts `python -m serving.server` (127.0.0.1 only, default flags) on the small TF-Text model of
 tests/fixtures/serving.py, then:
   1. one request of `--big_instances` short sentences (over --max_instances_per_request: a 400 is intended)
      and one of exactly the cap (1024: a 200), with their sizes;
-  2. `--stalled` connections that send half a request line and stop, held open during step 3;
+  2. `--stalled` connections that send half a request line and stop, and `--idle` more held open during
+     step 3: a third send nothing, a third send their headers and never a body, a third half a body;
   3. `--clients` threads on their own keep-alive connections, `--requests` requests each: every 5th a
      `--big_instances` request (400 intended), every 7th a malformed body (400 intended), the rest 8
      sentences (200 expected). The run stops after `--seconds` whatever is left.
-The server's RSS is sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
+Latency of the normal (small) requests: p50, the slowest, and how many took over 1 s. The server's RSS is
+sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
 other than the intended ones and exceptions (should be 0). Prints one JSON object.
 """
 
@@ -60,6 +62,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--big_instances", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=120.0, help="stop the load after this long")
     parser.add_argument("--stalled", type=int, default=2)
+    parser.add_argument("--idle", type=int, default=200, help="idle / slow sockets held open during the load")
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="server_limits_")
     subprocess.run([sys.executable, "-c", "import sys; from tests.fixtures.serving import save_text_model; "
@@ -87,8 +90,16 @@ def main(argv=None) -> dict:
     stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.stalled)]
     for sock in stalled:
         sock.sendall(b"POST /v1/models/text:predi")
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.idle)]
+    for i, sock in enumerate(idle):
+        if i % 3 == 1:
+            sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        elif i % 3 == 2:
+            sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"in")
+    stalled += idle
     small = json.dumps({"signature_name": "length", "instances": sentences(8)}).encode()
     counts, errors, latencies, lock = {"ok": 0, "intended_400": 0}, [], [], threading.Lock()
+    small_latencies = []
     deadline = time.time() + args.seconds
 
     def client(c: int):
@@ -111,6 +122,7 @@ def main(argv=None) -> dict:
                 latencies.append(time.perf_counter() - start)
                 if status == 200 and kind == "small":
                     counts["ok"] += 1
+                    small_latencies.append(latencies[-1])
                 elif status == 400 and kind != "small":
                     counts["intended_400"] += 1
                 else:
@@ -130,7 +142,9 @@ def main(argv=None) -> dict:
                   p50_ms=round(1000 * sorted(latencies)[len(latencies) // 2], 1) if latencies else None,
                   rss_peak_sampled_mb=round(max(samples, default=0) / 1024, 1),
                   rss_hwm_mb=round(_status_kb(process.pid)[1] / 1024, 1),
-                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled)
+                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled, idle=args.idle,
+                  small_max_ms=round(1000 * max(small_latencies, default=0), 1),
+                  small_over_1s=sum(t > 1.0 for t in small_latencies))
     for sock in stalled:
         sock.close()
     process.terminate()

@@ -14,6 +14,7 @@ from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
                                      prediction_service_pb2_grpc, regression_pb2, status_pb2)
 
 from serving.server.servable import CLASSIFY, REGRESS, ServingError, inputs_from_protos, serialized_examples
+from serving.server.generation import check_generation_inputs
 from serving.server.manager import ModelManager
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,16 @@ def _guarded(method):
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
-    def __init__(self, manager: ModelManager):
-        self.manager = manager
+    def __init__(self, manager: ModelManager, max_new_tokens: int = 256):
+        self.manager, self.max_new_tokens = manager, max_new_tokens
 
     @_guarded
     def Predict(self, request, context):
         servable = resolve(self.manager, request.model_spec)
         key, signature = servable.signature(request.model_spec.signature_name)
-        outputs = servable.predict(key, inputs_from_protos(signature, request.inputs), tuple(request.output_filter))
+        inputs = inputs_from_protos(signature, request.inputs)
+        check_generation_inputs(inputs, self.max_new_tokens)
+        outputs = servable.predict(key, inputs, tuple(request.output_filter))
         response = predict_pb2.PredictResponse()
         fill_spec(response.model_spec, servable, key)
         for alias, value in outputs.items():
@@ -170,11 +173,12 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def make_grpc_server(manager: ModelManager, host: str, port: int, max_message_bytes: int,
-                     threads: int = 16) -> tuple[grpc.Server, int]:
+                     max_new_tokens: int = 256, threads: int = 16) -> tuple[grpc.Server, int]:
     options = [("grpc.max_receive_message_length", max_message_bytes),
                ("grpc.max_send_message_length", -1)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager), server)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager, max_new_tokens),
+                                                                      server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if not bound:
