@@ -110,7 +110,7 @@ class ServerOptions:
     rest_api_header_timeout_in_ms: int = 10_000
     rest_api_max_connections: int = 1024
     rest_api_max_connections_per_client: int = 512
-    rest_api_max_inflight_bytes: int = 256 << 20
+    rest_api_max_inflight_bytes: int = 128 << 20
 
     def __post_init__(self):
         for name, (low, high) in RANGES.items():

@@ -60,7 +60,7 @@ class TransportLimits:
     header_timeout_s: float = 10.0
     max_connections: int = 1024
     max_connections_per_client: int = 512
-    max_inflight_bytes: int = 256 << 20
+    max_inflight_bytes: int = 128 << 20
 
 
 class FramingError(Exception):
