@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 65536 + 100 * 8192  # past this without an end of headers, http.server's parser refuses it
 RECV_BYTES = 1 << 18
 TICK_S = 0.05
+LINGER_S = 2.0  # after an early answer, how long the rest of a request is read and dropped before closing
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 503: "Service Unavailable"}
 
 
@@ -64,6 +65,7 @@ class Connection:
         self.last = now  # last bytes received
         self.body_start = self.body_end = None  # offsets in `buffer` once the headers are read
         self.chunked, self.reserved = False, 0
+        self.draining: float | None = None  # answered early: read and drop until then, then close
 
     def reset(self) -> None:
         self.body_start = self.body_end = None
@@ -260,13 +262,23 @@ class Reactor:
             pass
 
     def _close(self, connection: Connection, status: int | None = None, message: str = "") -> None:
-        self._unwatch(connection)
-        if status is not None:
-            try:
-                connection.sock.send(answer(status, message))
-            except OSError:
-                pass
-        self._forget(connection)
+        """Closes; with `status`, answers first and then reads and drops what the client still sends for up to
+        LINGER_S (a lingering close: closing with unread bytes would reset the connection, and the client
+        that is still sending its body would lose the answer)."""
+        if status is None or connection.draining is not None:
+            self._unwatch(connection)
+            return self._forget(connection)
+        try:
+            connection.sock.send(answer(status, message))
+            connection.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._unwatch(connection)
+            return self._forget(connection)
+        if connection.reserved:
+            self.budget.release(connection.reserved)
+            connection.reserved = 0
+        connection.buffer.clear()
+        connection.draining = time.monotonic() + LINGER_S
 
     def _take_returned(self) -> None:
         now = time.monotonic()
@@ -285,6 +297,10 @@ class Reactor:
         except OSError:
             return self._close(connection)
         now = time.monotonic()
+        if connection.draining is not None:
+            if not data:
+                self._close(connection)
+            return
         if not data:  # the client closed its side
             if not connection.buffer:
                 return self._close(connection)
@@ -312,8 +328,13 @@ class Reactor:
                 return
             connection.body_end = value
         if len(buffer) >= connection.body_end:
-            request = bytes(buffer[:connection.body_end])
-            del buffer[:connection.body_end]
+            if len(buffer) == connection.body_end:  # the usual case: one copy, no slice
+                request = bytes(buffer)
+                buffer.clear()
+            else:
+                with memoryview(buffer) as view:
+                    request = bytes(view[:connection.body_end])
+                del buffer[:connection.body_end]
             self._dispatch(connection, request)
 
     def _read_headers(self, connection: Connection) -> bool:
@@ -382,7 +403,10 @@ class Reactor:
     def _expire(self, now: float) -> None:
         limits = self.limits
         for connection in list(self._watched):
-            if connection.started is None:  # idle keep-alive
+            if connection.draining is not None:
+                if now > connection.draining:
+                    self._close(connection)
+            elif connection.started is None:  # idle keep-alive
                 if now - connection.last > limits.read_timeout_s:
                     self._close(connection)
             elif connection.body_start is None:  # headers (or a new connection's first byte)

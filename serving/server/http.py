@@ -3,7 +3,9 @@
     .venv/bin/python -m serving.server --model_config_file FILE | --model_name NAME --model_base_path DIR \\
         [--rest_api_port 8501] [--port 8500] [--rest_api_host 127.0.0.1] [--file_system_poll_wait_seconds 1] \\
         [--enable_batching] [--max_request_bytes N] [--rest_api_num_threads 64] [--rest_api_timeout_in_ms 30000] \\
-        [--max_instances_per_request 1024] [--max_new_tokens 256]
+        [--max_instances_per_request 1024] [--max_new_tokens 256] [--rest_api_header_timeout_in_ms 10000] \\
+        [--rest_api_max_connections 1024] [--rest_api_max_connections_per_client 512] \\
+        [--rest_api_max_inflight_bytes 134217728] [--enable_signature_method_name_check]
 
 REST routes, as TF Serving's http_rest_api_handler (paths are case-insensitive, name and label URL-decoded):
   GET  /v1/models/NAME[/versions/N | /labels/L]             model version status
