@@ -94,6 +94,8 @@ FRAMING = [
     (post("/v1/models/text:predict", b"10\r\n{}", "Transfer-Encoding: chunked\r\n"), 400, "Request body truncated"),
     (post("/v1/models/text:predict", b"{}", "Transfer-Encoding: gzip\r\n"), 400, "Transfer-Encoding 'gzip'"),
     (post("/v1/models/text:predict", b"", "Content-Length: 5000\r\n"), 413, "exceeds the limit of 4096 bytes"),
+    # answered from the headers while the body is still coming: read and dropped, the answer arrives whole
+    (post("/v1/models/text:predict", b"x" * 300_000), 413, "Request body of 300000 bytes exceeds the limit"),
     (b"GARBAGE\r\n\r\n", 400, "Bad request"),
     (post("/v1/models/text:predict", b"[" * 65 + b"]" * 65), 400, "nested more than 64 levels"),
     (post("/v1/models/text:predict", b"[" * 2000), 400, "nested more than 64 levels"),
