@@ -34,6 +34,19 @@ def answer(status: int, message: str) -> bytes:
             % (status, _REASONS[status].encode(), len(body), body))
 
 
+def send_now(sock: socket.socket, data: bytes) -> None:
+    """Sends what fits in the socket's buffer without waiting (the loop must never block on a client that
+    does not read); raises OSError for a closed connection."""
+    timeout = sock.gettimeout()
+    sock.settimeout(0)
+    try:
+        sock.send(data)
+    except (BlockingIOError, InterruptedError):
+        pass
+    finally:
+        sock.settimeout(timeout)
+
+
 def too_large(size: str, limit: int) -> str:
     return f"Request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)"
 
@@ -137,6 +150,7 @@ class Reactor:
         self.selector.register(listener, selectors.EVENT_READ, "accept")
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)  # a full wake-up pipe already means "wake up"
         self.selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._returned: collections.deque = collections.deque()
         self._lock = threading.Lock()
@@ -231,8 +245,7 @@ class Reactor:
     @staticmethod
     def _refuse(sock: socket.socket, status: int, message: str) -> None:
         try:
-            sock.setblocking(False)
-            sock.send(answer(status, message))
+            send_now(sock, answer(status, message))
         except OSError:
             pass
         sock.close()
@@ -269,7 +282,7 @@ class Reactor:
             self._unwatch(connection)
             return self._forget(connection)
         try:
-            connection.sock.send(answer(status, message))
+            send_now(connection.sock, answer(status, message))
             connection.sock.shutdown(socket.SHUT_WR)
         except OSError:
             self._unwatch(connection)
@@ -387,7 +400,7 @@ class Reactor:
         if "100-continue" in [v.lower() for v in headers.get("expect", [])] and \
                 head.split(b"\n", 1)[0].rstrip().endswith(b"HTTP/1.1"):
             try:
-                connection.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+                send_now(connection.sock, b"HTTP/1.1 100 Continue\r\n\r\n")
             except OSError:
                 pass
 
