@@ -325,3 +325,17 @@ def test_a_failed_version_is_retried_when_its_folder_changes(base, tmp_path, cap
     shutil.copytree(base / "text" / "1", version)  # the copy completes
     manager.poll()
     assert [(s.state, s.error_code) for s in manager.status("m")] == [("AVAILABLE", "OK")]
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    """Two requests sent in one write on a keep-alive connection: the event loop frames both."""
+    first = post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a"]}')
+    second = post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a b"]}',
+                  "Content-Length: 47\r\nConnection: close\r\n")
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=20) as sock:
+        sock.sendall(first + second)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.count(b"HTTP/1.1 200") == 2
+    assert reply.index(b'{"predictions":[1]}') < reply.index(b'{"predictions":[2]}')
