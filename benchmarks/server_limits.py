@@ -1,17 +1,21 @@
 """The local server under hostile and heavy load on loopback: its answers, errors and peak memory.
 
     .venv/bin/python -m benchmarks.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
-        [--seconds 120] [--stalled 2]
+        [--seconds 120] [--stalled 2] [--idle 200] [--string_mb 0 --string_requests 3]
 
 Starts `python -m serving.server` (127.0.0.1 only, default flags) on the small TF-Text model of
 tests/fixtures/serving.py, then:
   1. one request of `--big_instances` short sentences (over --max_instances_per_request: a 400 is intended)
      and one of exactly the cap (1024: a 200), with their sizes;
-  2. `--stalled` connections that send half a request line and stop, held open during step 3;
+  2. `--stalled` connections that send half a request line and stop, and `--idle` more held open during
+     step 3: a third send nothing, a third send their headers and never a body, a third half a body;
   3. `--clients` threads on their own keep-alive connections, `--requests` requests each: every 5th a
      `--big_instances` request (400 intended), every 7th a malformed body (400 intended), the rest 8
      sentences (200 expected). The run stops after `--seconds` whatever is left.
-The server's RSS is sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
+  4. with `--string_mb M`: `--string_requests` concurrent requests of one M MB string each (the `length`
+     signature), their answers and the rise of the server's peak RSS (VmHWM) over its RSS before them.
+Latency of the normal (small) requests: p50, the slowest, and how many took over 1 s. The server's RSS is
+sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
 other than the intended ones and exceptions (should be 0). Prints one JSON object.
 """
 
@@ -53,6 +57,28 @@ def post(connection, body: bytes) -> tuple[int, bytes]:
     return response.status, response.read()
 
 
+def big_strings(port: int, pid: int, megabytes: float, count: int) -> dict:
+    """`count` concurrent requests of one `megabytes` MB string each -> answers and the peak RSS rise."""
+    body = json.dumps({"signature_name": "length", "instances": ["a " * int(megabytes * 5e5)]}).encode()
+    before, statuses = _status_kb(pid)[0], []
+
+    def send():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        try:
+            statuses.append(post(connection, body)[0])
+        except Exception as e:  # noqa: BLE001  (reported)
+            statuses.append(type(e).__name__)
+        connection.close()
+    threads = [threading.Thread(target=send) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"request_mb": round(len(body) / 1e6, 1), "requests": count, "statuses": sorted(map(str, statuses)),
+            "rss_before_mb": round(before / 1024, 1), "hwm_after_mb": round(_status_kb(pid)[1] / 1024, 1),
+            "peak_rise_mb": round((_status_kb(pid)[1] - before) / 1024, 1)}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=64)
@@ -60,6 +86,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--big_instances", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=120.0, help="stop the load after this long")
     parser.add_argument("--stalled", type=int, default=2)
+    parser.add_argument("--idle", type=int, default=200, help="idle / slow sockets held open during the load")
+    parser.add_argument("--string_mb", type=float, default=0.0, help="size of each big-string request; 0: skip")
+    parser.add_argument("--string_requests", type=int, default=3)
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="server_limits_")
     subprocess.run([sys.executable, "-c", "import sys; from tests.fixtures.serving import save_text_model; "
@@ -87,8 +116,16 @@ def main(argv=None) -> dict:
     stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.stalled)]
     for sock in stalled:
         sock.sendall(b"POST /v1/models/text:predi")
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.idle)]
+    for i, sock in enumerate(idle):
+        if i % 3 == 1:
+            sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        elif i % 3 == 2:
+            sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"in")
+    stalled += idle
     small = json.dumps({"signature_name": "length", "instances": sentences(8)}).encode()
     counts, errors, latencies, lock = {"ok": 0, "intended_400": 0}, [], [], threading.Lock()
+    small_latencies = []
     deadline = time.time() + args.seconds
 
     def client(c: int):
@@ -111,6 +148,7 @@ def main(argv=None) -> dict:
                 latencies.append(time.perf_counter() - start)
                 if status == 200 and kind == "small":
                     counts["ok"] += 1
+                    small_latencies.append(latencies[-1])
                 elif status == 400 and kind != "small":
                     counts["intended_400"] += 1
                 else:
@@ -130,9 +168,13 @@ def main(argv=None) -> dict:
                   p50_ms=round(1000 * sorted(latencies)[len(latencies) // 2], 1) if latencies else None,
                   rss_peak_sampled_mb=round(max(samples, default=0) / 1024, 1),
                   rss_hwm_mb=round(_status_kb(process.pid)[1] / 1024, 1),
-                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled)
+                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled, idle=args.idle,
+                  small_max_ms=round(1000 * max(small_latencies, default=0), 1),
+                  small_over_1s=sum(t > 1.0 for t in small_latencies))
     for sock in stalled:
         sock.close()
+    if args.string_mb > 0:
+        result["strings"] = big_strings(port, process.pid, args.string_mb, args.string_requests)
     process.terminate()
     process.wait(timeout=60)
     print(json.dumps(result))

@@ -12,7 +12,9 @@
   left padding. `top_k=1` is greedy decoding, `top_k=0` samples from the whole distribution; sampling is
   stateless (`seed`), so a request is reproducible. A row stops at the end-of-document token (`[SEP]`).
   The prompt is kept to its last `max_seq_length - 1 - max_new_tokens` pieces after a leading `[SEP]`
-  (a document start, as in training).
+  (a document start, as in training). `max_new_tokens` < 1, `top_k` < 0 and a negative or non-finite
+  `temperature` fail in the graph (INVALID_ARGUMENT: a 400 from TF Serving too); a `max_new_tokens` above
+  `max_seq_length - 2` is cut to it.
 
 Signatures (TF Serving): `serving_default(text)` -> `hidden_states`, `input_mask`, `next_token_logits`
 [B, V] (at each row's last real position); `generate` as above (scalars: use the columnar `inputs` form).
@@ -80,7 +82,13 @@ class GptModule(ReusableModule):
             tf.TensorSpec([], tf.int32, name="top_k"), tf.TensorSpec([], tf.float32, name="temperature"),
             tf.TensorSpec([], tf.int64, name="seed")])
         def generate(prompt, max_new_tokens, top_k, temperature, seed):
-            new = tf.clip_by_value(max_new_tokens, 1, max_seq_length - 2)
+            checks = [  # INVALID_ARGUMENT from the graph itself, so TF Serving refuses these too
+                tf.debugging.assert_greater_equal(max_new_tokens, 1, message="max_new_tokens must be at least 1"),
+                tf.debugging.assert_greater_equal(top_k, 0, message="top_k must be at least 0 (0: no top-k cut)"),
+                tf.debugging.assert_greater_equal(temperature, 0.0, message="temperature must be at least 0"),
+                tf.debugging.assert_all_finite(temperature, message="temperature must be finite")]
+            with tf.control_dependencies(checks):
+                new = tf.clip_by_value(max_new_tokens, 1, max_seq_length - 2)
             keep = max_seq_length - 1 - new  # prompt pieces kept, after the leading [SEP]
             prompts = pieces(prompt)[:, -keep:]  # [B, (P)]
             batch = prompts.nrows(out_type=tf.int32)

@@ -1,5 +1,5 @@
-"""TF Serving's gRPC API over a ModelManager: PredictionService (Predict, GetModelMetadata, Classify, Regress)
-and ModelService.GetModelStatus, with TF Serving's status codes (NOT_FOUND, INVALID_ARGUMENT, ...).
+"""TF Serving's gRPC API over a ModelManager: PredictionService (Predict, GetModelMetadata, Classify, Regress,
+MultiInference) and ModelService.GetModelStatus, with TF Serving's status codes (NOT_FOUND, INVALID_ARGUMENT, ...).
 
 `make_grpc_server(manager, host, port, max_message_bytes)` -> (started grpc.Server, bound port).
 """
@@ -10,10 +10,11 @@ from concurrent import futures
 import grpc
 import tensorflow as tf
 from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
-                                     model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc,
-                                     regression_pb2, status_pb2)
+                                     inference_pb2, model_pb2, model_service_pb2_grpc, predict_pb2,
+                                     prediction_service_pb2_grpc, regression_pb2, status_pb2)
 
-from serving.server.servable import ServingError, inputs_from_protos, serialized_examples
+from serving.server.servable import CLASSIFY, REGRESS, ServingError, inputs_from_protos, serialized_examples
+from serving.server.generation import check_generation_inputs
 from serving.server.manager import ModelManager
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,16 @@ def _guarded(method):
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
-    def __init__(self, manager: ModelManager):
-        self.manager = manager
+    def __init__(self, manager: ModelManager, max_new_tokens: int = 256):
+        self.manager, self.max_new_tokens = manager, max_new_tokens
 
     @_guarded
     def Predict(self, request, context):
         servable = resolve(self.manager, request.model_spec)
         key, signature = servable.signature(request.model_spec.signature_name)
-        outputs = servable.predict(key, inputs_from_protos(signature, request.inputs), tuple(request.output_filter))
+        inputs = inputs_from_protos(signature, request.inputs)
+        check_generation_inputs(inputs, self.max_new_tokens)
+        outputs = servable.predict(key, inputs, tuple(request.output_filter))
         response = predict_pb2.PredictResponse()
         fill_spec(response.model_spec, servable, key)
         for alias, value in outputs.items():
@@ -98,6 +101,44 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.result.regressions.add(value=value)
         return response
 
+    @_guarded
+    def MultiInference(self, request, context):
+        """Classify and regress tasks of one model over one input, with TF Serving's checks and texts
+        (multi_inference.cc); each task runs on its own here (TF Serving runs them in one session call)."""
+        first = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
+        servable = resolve(self.manager, first)  # the first task's model, as TF Serving's helper picks it
+        names, seen = {task.model_spec.name for task in request.tasks}, set()
+        if "" in names:
+            raise ServingError("INVALID_ARGUMENT", "Found ModelSpec with an empty model name.")
+        if len(names) > 1:
+            raise ServingError("INVALID_ARGUMENT", "All ModelSpecs in a MultiInferenceRequest must access the "
+                                                   "same model name.")
+        for task in request.tasks:
+            key = task.model_spec.signature_name or "serving_default"
+            if key in seen:
+                raise ServingError("INVALID_ARGUMENT", f"Duplicate evaluation of signature: {key}")
+            seen.add(key)
+            if key not in servable.signature_defs:
+                raise ServingError("INVALID_ARGUMENT", f"Requested signature not found in model graph: {key}")
+            if task.method_name not in (CLASSIFY, REGRESS):
+                raise ServingError("UNIMPLEMENTED", f"Unsupported signature method_name: {task.method_name}")
+            servable.signature(key, task.method_name)
+        examples = serialized_examples(request.input)
+        response = inference_pb2.MultiInferenceResponse()
+        for task in request.tasks:
+            result = response.results.add()
+            key = task.model_spec.signature_name or "serving_default"
+            if task.method_name == CLASSIFY:
+                for row in servable.classify(key, examples):
+                    classes = result.classification_result.classifications.add()
+                    for label, score in row:
+                        classes.classes.add(label=label, score=score)
+            else:
+                for value in servable.regress(key, examples):
+                    result.regression_result.regressions.add(value=value)
+            fill_spec(result.model_spec, servable, task.model_spec.signature_name)
+        return response
+
 
 def signature_def_map(servable) -> get_model_metadata_pb2.SignatureDefMap:
     result = get_model_metadata_pb2.SignatureDefMap()
@@ -132,11 +173,12 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def make_grpc_server(manager: ModelManager, host: str, port: int, max_message_bytes: int,
-                     threads: int = 16) -> tuple[grpc.Server, int]:
+                     max_new_tokens: int = 256, threads: int = 16) -> tuple[grpc.Server, int]:
     options = [("grpc.max_receive_message_length", max_message_bytes),
                ("grpc.max_send_message_length", -1)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager), server)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager, max_new_tokens),
+                                                                      server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if not bound:

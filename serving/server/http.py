@@ -3,7 +3,9 @@
     .venv/bin/python -m serving.server --model_config_file FILE | --model_name NAME --model_base_path DIR \\
         [--rest_api_port 8501] [--port 8500] [--rest_api_host 127.0.0.1] [--file_system_poll_wait_seconds 1] \\
         [--enable_batching] [--max_request_bytes N] [--rest_api_num_threads 64] [--rest_api_timeout_in_ms 30000] \\
-        [--max_instances_per_request 1024] [--max_new_tokens 256]
+        [--max_instances_per_request 1024] [--max_new_tokens 256] [--rest_api_header_timeout_in_ms 10000] \\
+        [--rest_api_max_connections 1024] [--rest_api_max_connections_per_client 512] \\
+        [--rest_api_max_inflight_bytes 134217728] [--enable_signature_method_name_check]
 
 REST routes, as TF Serving's http_rest_api_handler (paths are case-insensitive, name and label URL-decoded):
   GET  /v1/models/NAME[/versions/N | /labels/L]             model version status
@@ -13,12 +15,18 @@ Errors are `{"error": "..."}` with TF Serving's HTTP codes (INVALID_ARGUMENT -> 
 any other path or method under /v1/ is "Malformed request" (400), outside /v1/ 404. Differences from TF
 Serving: binds to 127.0.0.1 unless `--rest_api_host` says otherwise (TF Serving binds all interfaces); a body
 over `--max_request_bytes` gets 413; `--rest_api_port 0` picks a free port (TF Serving: REST off) and
-`--port 0` turns gRPC off. The start-up line says where it listens.
+`--port 0` turns gRPC off; a MultiInference runs its tasks one by one (TF Serving: one session call). The
+start-up line says where it listens. Same as TF Serving: SavedModels (TF1 and TF2) run in a session, inputs
+fed by tensor name with no check against the signature's shapes (`session.py`); Classify/Regress check a
+signature's method_name only with `--enable_signature_method_name_check`.
 
 Bounds on one request's work (REST; see docs/limits.md): at most `--max_instances_per_request` instances
 (row format), leading-dimension rows (columnar) or examples, and a `max_new_tokens` input (GPT's `generate`)
 of at most `--max_new_tokens`; beyond them, 400 with a sentence naming the flag, before any model runs.
-HTTP (`transport.py`): `--rest_api_num_threads` workers, `--rest_api_timeout_in_ms` for a slow client,
+HTTP (`transport.py`, `connections.py`): one event loop owns the sockets and hands whole requests to
+`--rest_api_num_threads` workers, so idle or slow clients hold no worker; `--rest_api_header_timeout_in_ms`
+for headers, `--rest_api_timeout_in_ms` for a pause in a body or a keep-alive idle; connection caps in all
+and per client IP; `--rest_api_max_inflight_bytes` of bodies at once; gzip/deflate request bodies;
 malformed framing answered with a JSON 400. Every flag is checked before a model loads: one line on
 stderr naming the flag and its allowed range, exit status 2.
 
@@ -41,6 +49,7 @@ import tensorflow as tf
 from google.protobuf import json_format
 
 from serving.server import json_tensor
+from serving.server.generation import check_generation_inputs
 from serving.server.grpc_service import make_grpc_server, signature_def_map, status_response
 from serving.server.servable import ServingError
 from serving.server.model_config import ModelEntry, read_model_config_list
@@ -59,12 +68,13 @@ HTTP_CODES = {"OK": 200, "CANCELLED": 499, "UNKNOWN": 500, "INVALID_ARGUMENT": 4
               "FAILED_PRECONDITION": 400, "ABORTED": 409, "OUT_OF_RANGE": 400, "UNIMPLEMENTED": 501,
               "INTERNAL": 500, "UNAVAILABLE": 503, "DATA_LOSS": 500, "UNAUTHENTICATED": 401}
 MAX_VERSION = 2 ** 63 - 1
-GENERATION_LENGTH_INPUT = "max_new_tokens"  # GPT's `generate` signature (serving/export/gpt.py)
 # name -> (low, high): the ranges of ServerOptions' numbers, checked in __post_init__ and by the CLI.
 RANGES = {"rest_api_port": (0, 65535), "grpc_port": (0, 65535), "file_system_poll_wait_seconds": (0, 86400),
           "max_request_bytes": (1, 2 ** 31 - 1), "rest_api_num_threads": (1, 1024),
           "rest_api_timeout_in_ms": (1, 3_600_000), "max_instances_per_request": (1, 1_000_000),
-          "max_new_tokens": (1, 1_000_000)}
+          "max_new_tokens": (1, 1_000_000), "rest_api_header_timeout_in_ms": (1, 3_600_000),
+          "rest_api_max_connections": (1, 100_000), "rest_api_max_connections_per_client": (1, 100_000),
+          "rest_api_max_inflight_bytes": (1, 2 ** 40)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +85,17 @@ class ServerOptions:
       grpc_port: gRPC port; None: no gRPC; 0: a free one.
       file_system_poll_wait_seconds: how often base paths are polled for new versions; 0: once at start.
       enable_batching: merge concurrent predict calls of one signature.
+      enable_signature_method_name_check: Classify/Regress require that method_name (TF Serving's flag).
       max_request_bytes: larger request bodies are refused (413 over REST, RESOURCE_EXHAUSTED over gRPC).
       rest_api_num_threads: REST worker threads (connections served at once; more wait in a queue).
       rest_api_timeout_in_ms: the longest wait for a REST client's next bytes or next keep-alive request.
       max_instances_per_request: the most instances / columnar rows / examples in one REST request.
       max_new_tokens: the largest `max_new_tokens` input (GPT generation length) a REST request may ask.
+      rest_api_header_timeout_in_ms: the longest time for a REST request's headers (a new connection: from its
+        accept); separate from the body timeout.
+      rest_api_max_connections: open REST connections in all; more are refused at once (503).
+      rest_api_max_connections_per_client: open REST connections from one IP address; more are refused (503).
+      rest_api_max_inflight_bytes: REST request bodies held or served at once; a request over it gets 503.
     """
 
     rest_api_host: str = "127.0.0.1"
@@ -87,11 +103,16 @@ class ServerOptions:
     grpc_port: int | None = None
     file_system_poll_wait_seconds: float = 1.0
     enable_batching: bool = False
+    enable_signature_method_name_check: bool = False
     max_request_bytes: int = 64 << 20
     rest_api_num_threads: int = 64
     rest_api_timeout_in_ms: int = 30_000
     max_instances_per_request: int = 1024
     max_new_tokens: int = 256
+    rest_api_header_timeout_in_ms: int = 10_000
+    rest_api_max_connections: int = 1024
+    rest_api_max_connections_per_client: int = 512
+    rest_api_max_inflight_bytes: int = 128 << 20
 
     def __post_init__(self):
         for name, (low, high) in RANGES.items():
@@ -160,12 +181,7 @@ class RestApi:
         inputs, row = json_tensor.predict_inputs(doc, {alias: tf.dtypes.as_dtype(info.dtype)
                                                        for alias, info in signature.inputs.items()},
                                                  max_batch=self.options.max_instances_per_request)
-        length = inputs.get(GENERATION_LENGTH_INPUT)
-        if length is not None and length.size and length.dtype.kind in "iu" and \
-                int(length.max()) > self.options.max_new_tokens:
-            raise ServingError("INVALID_ARGUMENT", f"{GENERATION_LENGTH_INPUT} {int(length.max())} exceeds this "
-                                                   f"server's limit of {self.options.max_new_tokens} "
-                                                   f"(--max_new_tokens)")
+        check_generation_inputs(inputs, self.options.max_new_tokens)
         return json_tensor.predict_response(servable.predict(key, inputs), row)
 
     def _examples(self, verb, name, version, label, body) -> bytes:
@@ -201,7 +217,8 @@ class ModelServer:
 
     def __init__(self, models: list[ModelEntry], options: ServerOptions = ServerOptions()):
         self.options = options
-        self.manager = ModelManager(list(models), batching=options.enable_batching)
+        self.manager = ModelManager(list(models), batching=options.enable_batching,
+                                    method_check=options.enable_signature_method_name_check)
         self._http: RestHttpServer | None = None
         self._grpc = None
         self.rest_port = self.grpc_port = None
@@ -216,7 +233,9 @@ class ModelServer:
         """Binds, loads the models (first poll), starts serving and polling -> the REST port."""
         options = self.options
         limits = TransportLimits(options.rest_api_num_threads, options.rest_api_timeout_in_ms / 1000,
-                                 options.max_request_bytes)
+                                 options.max_request_bytes, options.rest_api_header_timeout_in_ms / 1000,
+                                 options.rest_api_max_connections, options.rest_api_max_connections_per_client,
+                                 options.rest_api_max_inflight_bytes)
         # bound first (a port in use fails before any model loads), served after the first poll
         self._http = RestHttpServer((options.rest_api_host, options.rest_api_port),
                                     RestApi(self.manager, options).handle, limits)
@@ -224,7 +243,7 @@ class ModelServer:
         self.rest_port = self._http.server_address[1]
         if options.grpc_port is not None:
             self._grpc, self.grpc_port = make_grpc_server(self.manager, options.rest_api_host, options.grpc_port,
-                                                          options.max_request_bytes)
+                                                          options.max_request_bytes, options.max_new_tokens)
         self._spawn(self._http.serve_forever, "rest")
         if options.file_system_poll_wait_seconds > 0:
             self._spawn(self._poll, "poll")
@@ -279,11 +298,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rest_api_host", default="127.0.0.1", help="interface for REST and gRPC")
     parser.add_argument("--file_system_poll_wait_seconds", type=float, default=1.0)
     parser.add_argument("--enable_batching", action="store_true")
+    parser.add_argument("--enable_signature_method_name_check", action="store_true",
+                        help="Classify/Regress require a classify/regress method_name (TF2 SavedModels have none)")
     parser.add_argument("--max_request_bytes", type=int, default=ServerOptions.max_request_bytes)
     parser.add_argument("--rest_api_num_threads", type=int, default=ServerOptions.rest_api_num_threads,
                         help="REST worker threads")
     parser.add_argument("--rest_api_timeout_in_ms", type=int, default=ServerOptions.rest_api_timeout_in_ms,
                         help="longest wait for a slow REST client")
+    for name in ("rest_api_header_timeout_in_ms", "rest_api_max_connections", "rest_api_max_connections_per_client",
+                 "rest_api_max_inflight_bytes"):
+        parser.add_argument(f"--{name}", type=int, default=getattr(ServerOptions, name))
     parser.add_argument("--max_instances_per_request", type=int, default=ServerOptions.max_instances_per_request)
     parser.add_argument("--max_new_tokens", type=int, default=ServerOptions.max_new_tokens,
                         help="largest generation length a request may ask for")
@@ -312,11 +336,17 @@ def main(argv=None) -> int:
         options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
                                 grpc_port=args.port or None,
                                 file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
-                                enable_batching=args.enable_batching, max_request_bytes=args.max_request_bytes,
+                                enable_batching=args.enable_batching,
+                                enable_signature_method_name_check=args.enable_signature_method_name_check,
+                                max_request_bytes=args.max_request_bytes,
                                 rest_api_num_threads=args.rest_api_num_threads,
                                 rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
                                 max_instances_per_request=args.max_instances_per_request,
-                                max_new_tokens=args.max_new_tokens)
+                                max_new_tokens=args.max_new_tokens,
+                                rest_api_header_timeout_in_ms=args.rest_api_header_timeout_in_ms,
+                                rest_api_max_connections=args.rest_api_max_connections,
+                                rest_api_max_connections_per_client=args.rest_api_max_connections_per_client,
+                                rest_api_max_inflight_bytes=args.rest_api_max_inflight_bytes)
     except (OSError, ValueError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -64,12 +64,31 @@ def parse(body: bytes) -> dict:
     if _depth(body) > MAX_JSON_DEPTH:
         raise invalid(f"JSON Parse error: the document is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        doc = json.loads(body)
+        text = body.decode("utf-8")
+        start = len(text) - len(text.lstrip(" \t\n\r"))
+        doc, _ = _DECODER.raw_decode(text, start)  # text after the document is ignored, as RapidJSON's
+    except json.JSONDecodeError as e:                # kParseStopWhenDoneFlag ignores it in TF Serving
+        raise invalid(f"JSON Parse error: {_rapidjson_text(e.msg)} at offset: {e.pos}") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise invalid(f"JSON Parse error: {e}") from None
     if not isinstance(doc, dict):
         raise invalid(f"JSON Value: {_text(doc)[:200]} Is not object")
     return doc
+
+
+_DECODER = json.JSONDecoder()
+# Python's json messages -> RapidJSON's (GetParseError_En), which TF Serving's errors quote.
+_RAPIDJSON_TEXTS = {"Expecting value": "Invalid value.",
+                    "Expecting property name enclosed in double quotes": "Missing a name for object member.",
+                    "Expecting ':' delimiter": "Missing a colon after a name of object member.",
+                    "Expecting ',' delimiter": "Missing a comma or '}' after an object member.",
+                    "Unterminated string starting at": "Missing a closing quotation mark in string.",
+                    "Invalid \\escape": "Invalid escape character in string.",
+                    "Invalid \\uXXXX escape": "Incorrect hex digit after \\u escape in string."}
+
+
+def _rapidjson_text(message: str) -> str:
+    return _RAPIDJSON_TEXTS.get(message, message)
 
 
 def _depth(body: bytes, chunk: int = 1 << 20) -> int:

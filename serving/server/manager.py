@@ -5,7 +5,9 @@ integer-named subfolders of each model's base_path that hold a `saved_model.pb`,
 the model's policy (the latest `num_versions`, all, or specific ones), load the new ones (state LOADING, then
 AVAILABLE, or END with the error in the status) and only then unload versions that left the policy or whose
 folder disappeared (UNLOADING, then END), so a model that had a version keeps one while the next loads. A
-failed version is not retried while its folder stays (TF Serving retries a few times, then gives up too).
+failed version is retried when its folder changes (a file added, removed, resized or rewritten: a copy
+completed after a first poll saw it half-written), not on every poll. A base path with no versions (or
+missing) is warned about once, and again only after it had versions.
 
 Lookups follow TF Serving's ServerCore: the latest AVAILABLE version, a specific one or a version label, with
 its NOT_FOUND / INVALID_ARGUMENT messages ("Servable not found for request: Specific(NAME, N)").
@@ -35,6 +37,20 @@ def version_folders(base_path: str) -> dict[int, str]:
     return found
 
 
+def fingerprint(path: str) -> tuple:
+    """What a version folder holds: (relative path, size, mtime) of every file, to see it change."""
+    found = []
+    for folder, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(folder, name)
+            try:
+                stat = os.stat(full)
+            except OSError:
+                continue
+            found.append((os.path.relpath(full, path), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
 def aspired(entry: ModelEntry, versions) -> set[int]:
     """The versions the entry's policy serves among those on disk."""
     if entry.version_policy == "all":
@@ -51,6 +67,7 @@ class VersionState:
         self.version, self.path = version, path
         self.state, self.error_code, self.error_message = "START", "OK", ""
         self.servable: Servable | None = None
+        self.fingerprint = fingerprint(path)  # the folder as it was when its load began
 
 
 class ModelManager:
@@ -59,14 +76,16 @@ class ModelManager:
     Args:
       entries: the models (from `model_config.read_model_config_list` or built directly).
       batching: merge concurrent predict calls (see `serving.server.servable.Batcher`).
+      method_check: Classify/Regress check the signature's method_name (`Servable.signature`).
     """
 
-    def __init__(self, entries: list[ModelEntry], batching: bool = False):
+    def __init__(self, entries: list[ModelEntry], batching: bool = False, method_check: bool = False):
         self.entries = {entry.name: entry for entry in entries}
-        self.batching = batching
+        self.batching, self.method_check = batching, method_check
         self._states: dict[str, dict[int, VersionState]] = {name: {} for name in self.entries}
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
+        self._warned: set[str] = set()  # models whose empty base path was already warned about
 
     def poll(self) -> None:
         with self._poll_lock:
@@ -75,14 +94,21 @@ class ModelManager:
 
     def _sync(self, entry: ModelEntry) -> None:
         on_disk = version_folders(entry.base_path)
-        if not on_disk:
-            log.warning("No versions of servable %s found under base path %s", entry.name, entry.base_path)
+        if not on_disk and entry.name not in self._warned:
+            self._warned.add(entry.name)
+            log.warning("No versions of servable %s found under base path %s%s", entry.name, entry.base_path,
+                        "" if os.path.isdir(entry.base_path) else " (no such folder)")
+        elif on_disk:
+            self._warned.discard(entry.name)
         wanted = aspired(entry, on_disk)
         states = self._states[entry.name]
         for version in sorted(wanted, reverse=True):
             known = states.get(version)
             if known is None or (known.state == "END" and known.error_code == "OK"):  # new, or unloaded before
                 self._load(entry.name, VersionState(version, on_disk[version]))
+            elif known.state == "END" and fingerprint(on_disk[version]) != known.fingerprint:
+                log.info("Version folder %s changed since its load failed: loading it again", on_disk[version])
+                self._load(entry.name, VersionState(version, on_disk[version]))  # failed, and changed since
         available = [v for v, s in states.items() if s.state == "AVAILABLE" and v in wanted]
         for version, state in list(states.items()):
             gone = version not in on_disk
@@ -98,7 +124,7 @@ class ModelManager:
             self._states[name][state.version] = state
         log.info("Loading servable: {name: %s version: %d} from %s", name, state.version, state.path)
         try:
-            servable = Servable.load(name, state.version, state.path, self.batching)
+            servable = Servable.load(name, state.version, state.path, self.batching, self.method_check)
         except ServingError as e:
             log.error("Loading servable: {name: %s version: %d} failed: %s", name, state.version, e.message)
             with self._lock:

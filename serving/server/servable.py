@@ -1,10 +1,12 @@
 """One loaded model version and what runs on it: Predict, Classify, Regress and the warm-up replay.
 
 `Servable.load(name, version, path)` loads a SavedModel the way TF Serving does, for the local server: TF-Text's
-ops are registered first, the meta graph tagged "serve" gives the `SignatureDef`s (for metadata, dtypes and
-shapes; the `__saved_model_init_op` entry included, as TF Serving lists it), `tf.saved_model.load` gives the
-callable signatures, then `assets.extra/tf_serving_warmup_requests` is replayed (a TFRecord file of
-`PredictionLog`s, at most 1000 records) and a failing record fails the load. Errors carry gRPC status code
+ops are registered first, the meta graph tagged "serve" is loaded into a session (`session.SessionModel`: TF1
+graphs and TF2 SavedModels alike) and gives the `SignatureDef`s (for metadata and dtypes; the
+`__saved_model_init_op` entry included, as TF Serving lists it), then `assets.extra/tf_serving_warmup_requests`
+is replayed (a TFRecord file of `PredictionLog`s, at most 1000 records) and a failing record fails the load.
+Inputs are fed by tensor name and not checked against the shapes the signature declares (TF Serving does not
+either: the graph's ops decide). Errors carry gRPC status code
 names (`ServingError.code`) and, where TF Serving has one, its message text (predict_util.cc, classifier.cc,
 regressor.cc, saved_model_warmup_util.cc).
 
@@ -25,6 +27,7 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
+from serving.server.session import SessionModel
 from serving.server.warmup import WARMUP_FILE
 
 PREDICT, CLASSIFY, REGRESS = ("tensorflow/serving/predict", "tensorflow/serving/classify",
@@ -60,21 +63,33 @@ def _serve_meta_graph(path: str):
 class Servable:
     """A loaded version: `signature_defs` (name -> SignatureDef proto) and the callable signatures."""
 
-    def __init__(self, name: str, version: int, path: str, batching: bool = False):
-        self.name, self.version, self.path = name, version, path
-        self.signature_defs = dict(_serve_meta_graph(path).signature_def)
-        self._loaded = tf.saved_model.load(path, tags=["serve"])
-        self._functions = dict(self._loaded.signatures)
-        self._batchers = {key: Batcher(fn) for key, fn in self._functions.items()} if batching else {}
+    def __init__(self, name: str, version: int, path: str, batching: bool = False, method_check: bool = False):
+        self.name, self.version, self.path, self.method_check = name, version, path, method_check
+        _serve_meta_graph(path)  # TF Serving's NOT_FOUND text when no meta graph is tagged "serve"
+        self._model = SessionModel(path)
+        self.signature_defs = dict(self._model.meta_graph.signature_def)
+        self._batching = batching
+        self._batchers: dict[str, Batcher] = {}
+
+    def _function(self, key: str):
+        """The runner of signature `key` (built on first use), wrapped in a Batcher when batching."""
+        try:
+            function = self._model.runner(self.signature_defs[key])
+        except tf.errors.OpError as e:  # a signature whose outputs cannot be fetched (an op, not a tensor)
+            raise ServingError(_OP_ERROR_CODES.get(type(e), "UNKNOWN"), e.message) from None
+        if not self._batching:
+            return function
+        return self._batchers.setdefault(key, Batcher(function))
 
     @classmethod
-    def load(cls, name: str, version: int, path: str, batching: bool = False) -> "Servable":
+    def load(cls, name: str, version: int, path: str, batching: bool = False,
+             method_check: bool = False) -> "Servable":
         """Loads and warms up (see the module docstring); raises ServingError."""
         if not os.path.isfile(os.path.join(path, "saved_model.pb")):
             raise ServingError("NOT_FOUND", f"Could not find SavedModel .pb at supplied export directory path: "
                                             f"{path}")
         try:
-            servable = cls(name, version, path, batching)
+            servable = cls(name, version, path, batching, method_check)
         except ServingError:
             raise
         except Exception as e:  # a broken SavedModel: reported in the version's status
@@ -83,17 +98,22 @@ class Servable:
         return servable
 
     def signature(self, name: str, method: str | None = None):
-        """-> (resolved name, SignatureDef); `method` checks the method_name as Classify and Regress do."""
+        """-> (resolved name, SignatureDef). For Classify and Regress (`method`), the signature's inputs and
+        outputs are checked as TF Serving's PreProcessClassification/Regression do; with `method_check`
+        (TF Serving's --enable_signature_method_name_check, off by default there and here) its method_name
+        instead. TF2 SavedModels always say "predict", so without that flag they classify and regress."""
         key = name or DEFAULT_SIGNATURE
         signature = self.signature_defs.get(key)
-        if signature is None or key not in self._functions:
+        if signature is None:
             if method:
                 raise ServingError("INVALID_ARGUMENT", f"No signature was found with the name: {key}")
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{key}" not found.')
-        if method and signature.method_name != method:
+        if method and self.method_check and signature.method_name != method:
             kind = "classification" if method == CLASSIFY else "regression"
             raise ServingError("INVALID_ARGUMENT", f"Expected {kind} signature method_name to be {method}. "
                                                    f"Was: {signature.method_name}")
+        if method:
+            check_examples_signature(signature, method)
         return key, signature
 
     def predict(self, signature_name: str, inputs: dict[str, np.ndarray],
@@ -101,14 +121,13 @@ class Servable:
         """Runs a signature on named numpy inputs (of the signature's dtypes) -> named numpy outputs."""
         key, signature = self.signature(signature_name)
         check_names(signature, inputs)
-        check_shapes(signature, inputs)
         for alias in output_filter:
             if alias not in signature.outputs:
                 raise ServingError("INVALID_ARGUMENT", f"output tensor alias not found in signature: {alias} "
                                                        f"Outputs expected to be in the set "
                                                        f"{{{','.join(sorted(signature.outputs))}}}.")
-        batcher = self._batchers.get(key)
-        outputs = batcher.run(inputs) if batcher else call(self._functions[key], inputs)
+        function = self._function(key)
+        outputs = function.run(inputs) if isinstance(function, Batcher) else call(function, inputs)
         return {k: v for k, v in outputs.items() if not output_filter or k in output_filter}
 
     def classify(self, signature_name: str, examples: list[bytes]) -> list[list[tuple[str, float]]]:
@@ -138,11 +157,9 @@ class Servable:
         return [float(v) for v in values]
 
     def _run_examples(self, key, signature, examples, wanted) -> dict[str, np.ndarray]:
-        if len(signature.inputs) != 1 or "inputs" not in signature.inputs:
-            raise ServingError("INVALID_ARGUMENT", "Expected one input Tensor.")
         if not examples:
             raise ServingError("INVALID_ARGUMENT", "Input is empty.")
-        outputs = call(self._functions[key], {"inputs": np.array(examples, dtype=object)})
+        outputs = call(self._model.runner(signature), {"inputs": np.array(examples, dtype=object)})
         return {name: outputs[name] for name in wanted if name in outputs}
 
     def warm_up(self) -> None:
@@ -180,6 +197,25 @@ class Servable:
             raise ServingError("UNIMPLEMENTED", f"Unsupported log_type for warmup: {kind} in {path}")
 
 
+def check_examples_signature(signature, method: str) -> None:
+    """TF Serving's PreProcessClassification / PreProcessRegression checks, with their texts."""
+    fail = lambda message: ServingError("INVALID_ARGUMENT", message)  # noqa: E731
+    kind = "classification" if method == CLASSIFY else "regression"
+    if len(signature.inputs) != 1:
+        raise fail("Expected one input Tensor.")
+    if method == CLASSIFY and len(signature.outputs) not in (1, 2):
+        raise fail(f"Expected one or two output Tensors, found {len(signature.outputs)}")
+    if method == REGRESS and len(signature.outputs) != 1:
+        raise fail("Expected one output Tensor.")
+    if "inputs" not in signature.inputs:
+        raise fail(f"No {kind} inputs found in SignatureDef: {signature}")
+    if method == CLASSIFY and not {"classes", "scores"} & set(signature.outputs):
+        raise fail(f'Expected classification signature outputs to contain at least one of "classes" or '
+                   f'"scores". Signature was: {signature}')
+    if method == REGRESS and "outputs" not in signature.outputs:
+        raise fail(f"No regression outputs found in SignatureDef: {signature}")
+
+
 def check_names(signature, inputs) -> None:
     """TF Serving's `VerifyRequestInputsSize` and alias check."""
     sent, expected = sorted(inputs), sorted(signature.inputs)
@@ -192,17 +228,6 @@ def check_names(signature, inputs) -> None:
         if alias not in signature.inputs:
             raise ServingError("INVALID_ARGUMENT", f"input tensor alias not found in signature: {alias}. Inputs "
                                                    f"expected to be in the set {{{','.join(expected)}}}.")
-
-
-def check_shapes(signature, inputs: dict[str, np.ndarray]) -> None:
-    """Shapes against the SignatureDef's (TF Serving leaves this to the graph; our message is our own)."""
-    for alias, value in inputs.items():
-        shape = signature.inputs[alias].tensor_shape
-        want = [d.size for d in shape.dim]
-        if not shape.unknown_rank and (len(want) != value.ndim or
-                                       any(w >= 0 and w != g for w, g in zip(want, value.shape))):
-            raise ServingError("INVALID_ARGUMENT", f"input '{alias}' has shape {list(value.shape)}, incompatible "
-                                                   f"with the signature's {want} (-1: any size)")
 
 
 def inputs_from_protos(signature, tensors) -> dict[str, np.ndarray]:
@@ -241,15 +266,13 @@ _OP_ERROR_CODES = {tf.errors.InvalidArgumentError: "INVALID_ARGUMENT", tf.errors
 
 
 def call(function, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Calls a signature function on numpy inputs; TF's errors from the graph keep their status code."""
+    """Calls a signature runner on numpy inputs; TF's errors from the graph keep their status code."""
     try:
-        outputs = function(**{k: tf.constant(v, tf.string if v.dtype == object else None)
-                              for k, v in inputs.items()})
+        return function(inputs)
     except tf.errors.OpError as e:
         raise ServingError(_OP_ERROR_CODES.get(type(e), "UNKNOWN"), e.message) from None
     except (TypeError, ValueError) as e:
         raise ServingError("INVALID_ARGUMENT", str(e)) from None
-    return {k: v.numpy() for k, v in outputs.items()}
 
 
 class _Job:

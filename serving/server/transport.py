@@ -1,47 +1,66 @@
-"""The REST server's HTTP/1.1 layer: a fixed pool of worker threads, read and idle timeouts, and request
-framing that answers every malformed request with a JSON 400 (never a 500, a hang or a dropped connection).
+"""The REST server's HTTP/1.1 layer: an event loop that owns every socket, a fixed pool of workers that only
+ever see complete requests, and request framing that answers every malformed request with a JSON 400.
 
-- `RestHttpServer` accepts on one thread and hands each connection to one of `num_threads` workers through
-  a queue of at most `4 * num_threads` connections; past that a connection gets 503 at once.
-- A worker reads one request at a time; the socket read timeout (`read_timeout_s`) bounds a slow or stuck
-  client (request line, headers, body). Between keep-alive requests it waits at most `read_timeout_s`, and
-  closes a connection idle for `IDLE_GRACE_S` (1 s) when other connections are queued, so idle clients never
-  starve others (a client sending its next request at once keeps its connection).
-- Framing: Content-Length must be one decimal number; a body shorter than it (the client closed, or sent
-  nothing more within the timeout) is "truncated"; chunked bodies are checked the same way; any other
-  Transfer-Encoding is refused; bodies over `max_request_bytes` get 413. Each such answer closes the
-  connection. Protocol errors found by `http.server` (bad request line, oversized headers) are JSON too.
+- One reactor thread (`_Reactor`, a `selectors` loop) accepts connections and reads them without blocking.
+  A connection goes to a worker only once a whole request has arrived (headers and a Content-Length or
+  chunked body), so a client that sends nothing, stops in its headers or stops in its body holds no worker:
+  idle and slow sockets cost a file descriptor and a buffer, never a thread.
+- Timeouts: a request's headers (from its first byte, or from the accept for a new connection) must arrive
+  within `header_timeout_s`; a body may pause at most `read_timeout_s` between bytes; a keep-alive
+  connection idle for `read_timeout_s` is closed. A stalled body is answered 400 ("Request body
+  incomplete"), stalled headers 408.
+- Caps: at most `max_connections` open connections, and `max_connections_per_client` from one IP address;
+  a connection over either gets 503 at once and is closed. Complete requests wait for a worker in a queue
+  of at most `4 * num_threads`; past that, 503.
+- Memory: request bodies held or being served at once total at most `max_inflight_bytes` (a body's bytes
+  are reserved when its headers arrive, released when its answer is sent); a request that would go over
+  gets 503 at once. A body over `max_request_bytes` gets 413 from its headers, before it is read, and an
+  `Expect: 100-continue` request is answered 413 instead of `100 Continue`.
+- `Content-Encoding: gzip` (and `deflate`) request bodies are decompressed, to at most `max_request_bytes`
+  (413 beyond); any other Content-Encoding is refused with 400. Framing errors (a Content-Length that is
+  not one decimal number, two Content-Lengths, a bad chunk, a Transfer-Encoding other than chunked, a
+  body cut short, a garbled request line) get a JSON 400 and the connection is closed.
 
 `app(method, path, body) -> (status, JSON bytes)` is the application (`http.RestApi.handle`); it never raises.
 """
 
 import dataclasses
 import http.server
+import io
 import json
 import logging
 import queue
-import select
+import socket
 import socketserver
 import threading
-import time
 import urllib.parse
+import zlib
+
+from serving.server.connections import Budget, Connection, Reactor, too_large
 
 log = logging.getLogger(__name__)
-IDLE_SLICE_S = 0.05  # how often an idle keep-alive connection looks for queued connections
-IDLE_GRACE_S = 1.0  # idle this long while others wait, a keep-alive connection gives its worker up
 
 
 @dataclasses.dataclass(frozen=True)
 class TransportLimits:
     """Args:
       num_threads: worker threads, so requests handled at once.
-      read_timeout_s: the longest wait for a client's next bytes (and for its next keep-alive request).
-      max_request_bytes: larger bodies get 413.
+      read_timeout_s: the longest pause within a body, and the longest keep-alive idle time.
+      max_request_bytes: larger bodies (as sent, and once decompressed) get 413.
+      header_timeout_s: the longest time from a request's first byte (a new connection: its accept) to the
+        end of its headers; 408 and closed after it.
+      max_connections: open connections in all; more are refused at once (503).
+      max_connections_per_client: open connections from one IP address; more are refused at once (503).
+      max_inflight_bytes: request bodies held or served at once, in bytes; a request over it gets 503.
     """
 
     num_threads: int = 64
     read_timeout_s: float = 30.0
     max_request_bytes: int = 64 << 20
+    header_timeout_s: float = 10.0
+    max_connections: int = 1024
+    max_connections_per_client: int = 512
+    max_inflight_bytes: int = 128 << 20
 
 
 class FramingError(Exception):
@@ -56,11 +75,6 @@ def _json(message: str) -> bytes:
     return json.dumps({"error": message}, separators=(",", ":")).encode("utf-8")
 
 
-_BUSY_BODY = _json("Server busy: every worker and queued place is taken; try again")
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-         b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
-
-
 class _Handler(http.server.BaseHTTPRequestHandler):
     """HTTP/1.1 with keep-alive; every response is JSON with a Content-Length."""
 
@@ -68,39 +82,63 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "serving.server"
     disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
+    def __init__(self, connection: Connection, request: bytes, eof: bool, server):
+        self._request, self._eof, self._reserved = request, eof, 0
+        super().__init__(connection.sock, connection.address, server)
+
     def setup(self) -> None:
-        self.timeout = self.server.limits.read_timeout_s  # StreamRequestHandler sets it on the socket
-        super().setup()
+        """The request was read whole by the reactor; answers go straight to the socket."""
+        self.connection = self.request
+        self.rfile = io.BytesIO(self._request)
+        self.wfile = socketserver._SocketWriter(self.connection)  # noqa: SLF001 (http.server's own writer)
 
     def handle(self) -> None:
         self.close_connection = True
-        self.handle_one_request()
-        while not self.close_connection and self._next_request_arrives():
+        try:
             self.handle_one_request()
+        finally:
+            if self._reserved:
+                self.server.budget.release(self._reserved)
+        if self._eof:
+            self.close_connection = True
 
-    def _next_request_arrives(self) -> bool:
-        waited = 0.0
-        while waited < self.server.limits.read_timeout_s:
-            readable, _, _ = select.select([self.connection], [], [], IDLE_SLICE_S)
-            if readable:
-                return True
-            waited += IDLE_SLICE_S
-            if self.server.closing or (waited >= IDLE_GRACE_S and self.server.waiting()):
-                return False  # the server stops, or others are queued: this idle connection steps aside
-        return False
+    def finish(self) -> None:
+        self.rfile.close()
+
+    def handle_expect_100(self) -> bool:
+        return True  # the reactor answered it: 100 Continue, or 413 for a body over the limit
 
     def _serve(self) -> None:
         path = urllib.parse.urlsplit(self.path).path
         try:
-            body = self._read_body()
+            body = self._decode(self._read_body())
         except FramingError as e:
             self.close_connection = True
             return self._reply(e.status, _json(e.message))
-        except TimeoutError:
-            self.close_connection = True
-            return self._reply(400, _json(f"Request body incomplete: nothing more arrived within "
-                                          f"{self.server.limits.read_timeout_s:g} s"))
         self._reply(*self.server.app(self.command, path, body))
+
+    def _decode(self, body: bytes) -> bytes:
+        """Content-Encoding gzip / deflate -> the body, at most --max_request_bytes once decompressed."""
+        encoding = self.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("", "identity"):
+            return body
+        if encoding not in ("gzip", "x-gzip", "deflate"):
+            raise FramingError(400, f"Content-Encoding {encoding!r} is not supported (use gzip, deflate or none)")
+        limit = self.server.limits.max_request_bytes
+        decompressor = zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encoding else 32))
+        try:
+            plain = decompressor.decompress(body, limit + 1)
+        except zlib.error as e:
+            raise FramingError(400, f"Request body is not valid {encoding} data: {e}") from None
+        if len(plain) > limit:
+            raise FramingError(413, too_large(f"more than {limit} (decompressed)", limit))
+        if not decompressor.eof:
+            raise FramingError(400, f"Request body is not valid {encoding} data: it ends before the stream does")
+        if not self.server.budget.reserve(len(plain)):
+            raise FramingError(503, "Server busy: request bodies in flight exceed --rest_api_max_inflight_bytes; "
+                                    "try again")
+        self._reserved = len(plain)
+        return plain
 
     def _reply(self, status: int, payload: bytes) -> None:
         self.send_response(status)
@@ -160,8 +198,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _check_size(self, size: int, text: str) -> None:
         limit = self.server.limits.max_request_bytes
         if size > limit:
-            raise FramingError(413, f"Request body of {text} bytes exceeds the limit of {limit} bytes "
-                                    f"(--max_request_bytes)")
+            raise FramingError(413, too_large(text, limit))
 
     def send_error(self, code, message=None, explain=None):
         """http.server's protocol errors (bad request line, headers too long), as JSON."""
@@ -176,8 +213,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class RestHttpServer(socketserver.TCPServer):
-    """Accepts connections and serves them on a fixed pool of workers (see the module docstring).
+class RestHttpServer:
+    """Serves HTTP on `address`: the reactor owns the sockets, `num_threads` workers answer whole requests.
 
     Args:
       address: (host, port); port 0 picks a free one (`server_address[1]`).
@@ -185,55 +222,56 @@ class RestHttpServer(socketserver.TCPServer):
       limits: `TransportLimits`.
     """
 
-    allow_reuse_address = True
-    request_queue_size = 128  # the listen backlog
-
     def __init__(self, address, app, limits: TransportLimits = TransportLimits()):
-        self.app, self.limits, self.closing = app, limits, False
-        self._connections: queue.Queue = queue.Queue(maxsize=4 * limits.num_threads)
-        self._workers: list[threading.Thread] = []  # (a failed bind calls server_close from __init__)
-        super().__init__(address, _Handler)
+        self.app, self.limits = app, limits
+        self.budget = Budget(limits.max_inflight_bytes)
+        self.socket = socket.create_server(address, backlog=128)  # SO_REUSEADDR on POSIX
+        self.server_address = self.socket.getsockname()[:2]
+        self._requests: queue.Queue = queue.Queue(maxsize=4 * limits.num_threads)
+        self.reactor = Reactor(self.socket, limits, self.budget, self._submit)
         self._workers = [threading.Thread(target=self._work, name=f"rest-worker-{i}", daemon=True)
                          for i in range(limits.num_threads)]
         for worker in self._workers:
             worker.start()
 
-    def waiting(self) -> bool:
-        return not self._connections.empty()
-
-    def process_request(self, request, client_address) -> None:  # on the accepting thread
+    def _submit(self, connection: Connection, request: bytes, eof: bool) -> bool:
         try:
-            self._connections.put_nowait((request, client_address))
+            self._requests.put_nowait((connection, request, eof))
+            return True
         except queue.Full:
-            try:
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
+            return False
 
     def _work(self) -> None:
         while True:
-            item = self._connections.get()
+            item = self._requests.get()
             if item is None:
                 return
-            request, client_address = item
+            connection, request, eof = item
+            keep = False
             try:
-                self.finish_request(request, client_address)
-            except Exception:  # a client that vanished mid-answer; the next connection is served as usual
-                log.debug("connection from %s ended with an error", client_address, exc_info=True)
-            finally:
-                self.shutdown_request(request)
+                keep = not _Handler(connection, request, eof, self).close_connection
+            except Exception:  # a client that vanished mid-answer; the next request is served as usual
+                log.debug("connection from %s ended with an error", connection.address, exc_info=True)
+            if connection.reserved:
+                self.budget.release(connection.reserved)
+                connection.reserved = 0
+            if keep:
+                self.reactor.resume(connection)
+            else:
+                self.reactor.close(connection)
+
+    def serve_forever(self) -> None:
+        self.reactor.run()
+
+    def shutdown(self) -> None:
+        self.reactor.stop()
 
     def server_close(self) -> None:
-        """Stops accepting; idle keep-alive connections end; a worker busy with a slow client is left to
-        its read timeout (daemon threads)."""
-        self.closing = True
-        super().server_close()
+        """Stops accepting and closes the connections the reactor holds; workers end after their request."""
+        self.reactor.stop()
+        self.socket.close()
         for _ in self._workers:
             try:
-                self._connections.put_nowait(None)
+                self._requests.put_nowait(None)
             except queue.Full:
                 break
-        deadline = time.monotonic() + 2.0
-        for worker in self._workers:
-            worker.join(timeout=max(0.0, deadline - time.monotonic()))

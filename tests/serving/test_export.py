@@ -320,7 +320,7 @@ def test_bad_input_is_refused_with_a_clear_message(runs, tmp_path, capsys):
 
 def test_the_local_server_answers_with_the_exports(runs):
     """The exports served as TF Serving would serve them: row and columnar requests, GPT's generation."""
-    from serving.client import RestClient
+    from serving.client import RestClient, ServerError
     from serving.server.http import ModelServer, ServerOptions
 
     entries = [e for _, export_dir in runs.values()
@@ -337,6 +337,18 @@ def test_the_local_server_answers_with_the_exports(runs):
         generated = client.predict("gpt", signature_name="generate", inputs={
             "prompt": TEXTS, "max_new_tokens": 3, "top_k": 1, "temperature": 1.0, "seed": 0})["outputs"]
         assert len(generated["text"]) == len(TEXTS) and all(0 <= n <= 3 for n in generated["num_tokens"])
+        bad = {"max_new_tokens": -5, "top_k": -1, "temperature": -0.5}
+        for name, value in bad.items():
+            request = {"prompt": TEXTS[:1], "max_new_tokens": 3, "top_k": 1, "temperature": 1.0, "seed": 0,
+                       name: value}
+            with pytest.raises(ServerError) as error:  # refused by the server before the model runs
+                client.predict("gpt", signature_name="generate", inputs=request)
+            assert error.value.status == 400 and f"{name} {value} is out of range" in error.value.message
+            graph = tf.saved_model.load(os.path.join(runs["gpt"][1], "serving", "gpt", "1")).signatures["generate"]
+            arguments = {k: tf.constant(v, dtype) for (k, v), dtype in zip(request.items(), (
+                tf.string, tf.int32, tf.int32, tf.float32, tf.int64))}
+            with pytest.raises(tf.errors.InvalidArgumentError, match=f"{name} must be"):  # and by the graph
+                graph(**arguments)
         empty = client.predict("gpt", instances=[""])["predictions"]  # a batch of empty texts is no error
         vocab_size = len(Vocabulary.from_file(os.path.join(runs["gpt"][0], "vocab.txt")))
         assert len(empty) == 1 and len(empty[0]["next_token_logits"]) == vocab_size

@@ -128,8 +128,8 @@ PREDICT_ERRORS = [
     ({"signature_name": "score", "instances": [{"ids": [1, 2.5, 3], "weight": 1}]}, "is not of expected type: int32"),
     ({"signature_name": "score", "instances": [{"ids": [1, 2, 3], "weight": 16777217}]},
      "Cannot convert JSON value: 16777217 to float without loss of precision."),
-    ({"signature_name": "score", "inputs": {"ids": [[1, 2]], "weight": [1.0]}},
-     "input 'ids' has shape [1, 2], incompatible with the signature's [-1, 3]"),
+    ({"signature_name": "score", "inputs": {"ids": [1, 2, 3], "weight": [1.0]}},  # the graph refuses rank 1
+     "Invalid reduction dimension"),
 ]
 
 
@@ -137,6 +137,13 @@ PREDICT_ERRORS = [
 def test_predict_errors(server, body, message):
     status, answer = http(server, "POST", "/v1/models/text:predict", body)
     assert status == 400 and message in answer["error"], answer
+
+
+def test_shapes_are_the_graphs_business_as_in_tf_serving(server):
+    """TF Serving feeds tensors without checking them against the signature's shapes: ids [1, 2] where the
+    signature says [-1, 3] runs, since reduce_sum does not mind."""
+    body = {"signature_name": "score", "inputs": {"ids": [[1, 2]], "weight": [1.0]}}
+    assert http(server, "POST", "/v1/models/text:predict", body) == (200, {"outputs": [3.0]})
 
 
 def test_not_found_and_routes(server):
@@ -163,9 +170,8 @@ def test_classify_and_regress(server):
         200, {"results": [[["pos", 0.25], ["neg", 0.75]], [["pos", 0.5], ["neg", 0.5]]]})
     with_context = {"signature_name": "regress_x", "context": {"x": 1.0}, "examples": [{}, {"x": 0.25}]}
     assert http(server, "POST", "/v1/models/cls/versions/7:regress", with_context) == (200, {"results": [2.0, 0.5]})
-    assert http(server, "POST", "/v1/models/cls:classify", {"examples": [{"x": 0.25}]}) == (400, {
-        "error": "Expected classification signature method_name to be tensorflow/serving/classify. "
-                 "Was: tensorflow/serving/predict"})
+    status, answer = http(server, "POST", "/v1/models/cls:classify", {"examples": [{"x": 0.25}]})
+    assert status == 400 and answer["error"].startswith("No classification inputs found in SignatureDef: ")
     assert http(server, "POST", "/v1/models/cls:regress", {"signature_name": "classify_x",
                                                            "examples": [{"x": 1.0}]})[0] == 400
     assert http(server, "POST", "/v1/models/cls:classify", {"signature_name": "nope", "examples": [{"x": 1.0}]}) \
@@ -202,7 +208,8 @@ def test_grpc(server):
     for call, code, message in [
             (lambda: client.predict("nope", inputs=["a"]), "NOT_FOUND", "Servable not found for request: Latest(nope)"),
             (lambda: client.status("text", version=4), "NOT_FOUND", "Could not find version 4 of model text"),
-            (lambda: client.classify("cls", [{"x": 1.0}]), "INVALID_ARGUMENT", "Expected classification signature"),
+            (lambda: client.classify("cls", [{"x": 1.0}]), "INVALID_ARGUMENT",
+             "No classification inputs found in SignatureDef"),
             (lambda: client.predict("text", inputs={"ids": [[1, 2, 3]]}, signature_name="score"), "INVALID_ARGUMENT",
              "Missing named input: weight in 'inputs' object."),  # the REST codec's message, as over REST
             (lambda: client.predict("text", instances=[1]), "INVALID_ARGUMENT",
@@ -365,7 +372,8 @@ def read_line(process, timeout: float) -> str:
 def test_batcher_merges_queued_calls_and_isolates_errors():
     calls, started, release = [], threading.Event(), threading.Event()
 
-    def double(x):  # blocks on its first call, so the others queue behind it
+    def double(inputs):  # blocks on its first call, so the others queue behind it
+        x = inputs["x"]
         calls.append(int(x.shape[0]))
         if len(calls) == 1:
             started.set()

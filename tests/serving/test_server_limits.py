@@ -3,16 +3,25 @@ framing answered with a JSON 400, a fixed worker pool with read/idle timeouts, f
 model loads; and the good behaviour already there (model names cannot reach outside the base paths, the
 server binds to 127.0.0.1)."""
 
+import gzip
 import json
+import logging
+import shutil
 import socket
 import threading
+import time
 import urllib.request
+import zlib
 
+import numpy as np
 import pytest
 
 from serving.client import RestClient, ServerError
 from serving.server import http as server_http
+from serving.server.generation import check_generation_inputs
 from serving.server.http import ModelServer, ServerOptions
+from serving.server.manager import ModelManager
+from serving.server.servable import ServingError
 from serving.server.model_config import ModelEntry, write_model_config_list
 from tests.fixtures.serving import save_classifier, save_text_model
 
@@ -85,6 +94,8 @@ FRAMING = [
     (post("/v1/models/text:predict", b"10\r\n{}", "Transfer-Encoding: chunked\r\n"), 400, "Request body truncated"),
     (post("/v1/models/text:predict", b"{}", "Transfer-Encoding: gzip\r\n"), 400, "Transfer-Encoding 'gzip'"),
     (post("/v1/models/text:predict", b"", "Content-Length: 5000\r\n"), 413, "exceeds the limit of 4096 bytes"),
+    # answered from the headers while the body is still coming: read and dropped, the answer arrives whole
+    (post("/v1/models/text:predict", b"x" * 300_000), 413, "Request body of 300000 bytes exceeds the limit"),
     (b"GARBAGE\r\n\r\n", 400, "Bad request"),
     (post("/v1/models/text:predict", b"[" * 65 + b"]" * 65), 400, "nested more than 64 levels"),
     (post("/v1/models/text:predict", b"[" * 2000), 400, "nested more than 64 levels"),
@@ -113,52 +124,113 @@ def test_a_stalled_body_is_answered_after_the_read_timeout(server):
     assert RestClient(server.url).predict("text", instances=["a"], signature_name="length") == {"predictions": [1]}
 
 
-def test_stuck_and_idle_clients_do_not_block_others(base):
-    """Two workers, a long read timeout: a client stuck in its headers holds one worker, an idle keep-alive
-    connection gives the other up as soon as a new connection waits, so requests still get answers."""
-    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=2,
-                            rest_api_timeout_in_ms=120_000)
-    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
-        stuck = socket.create_connection(("127.0.0.1", running.rest_port))
-        stuck.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n")  # and nothing more
-        idle = socket.create_connection(("127.0.0.1", running.rest_port))
-        idle.sendall(post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a b"]}'))
-        idle.settimeout(60)
-        answer = b""
-        while b"[2]" not in answer:  # headers and body may come in separate segments
-            chunk = idle.recv(65536)
-            assert chunk, f"connection closed before the answer: {answer!r}"
-            answer += chunk
-        # answered; the connection stays open (keep-alive)
-        results = []
-
-        def ask():
-            results.append(RestClient(running.url, timeout=60).predict("text", instances=["a b c"],
-                                                                       signature_name="length"))
-        askers = [threading.Thread(target=ask) for _ in range(4)]
-        for thread in askers:
-            thread.start()
-        for thread in askers:
-            thread.join(90)
-        assert results == [{"predictions": [3]}] * 4
-        assert idle.recv(10) == b""  # the idle connection was closed for them
-        stuck.close()
-        idle.close()
+def read_answer(sock: socket.socket) -> tuple[int, dict]:
+    """Reads one closing answer -> (status, JSON body)."""
+    reply = b""
+    while chunk := sock.recv(65536):
+        reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
 
 
-def test_a_full_queue_is_answered_503_at_once(base):
+def test_idle_stuck_and_slow_sockets_hold_no_worker(base):
+    """One worker, long timeouts: sockets that send nothing, stop in their headers or stop in their body
+    hold no worker, so a normal client is answered at once; an idle keep-alive connection stays usable."""
     options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=1,
-                            rest_api_timeout_in_ms=120_000)
+                            rest_api_timeout_in_ms=120_000, rest_api_header_timeout_in_ms=120_000)
     with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
-        held = [socket.create_connection(("127.0.0.1", running.rest_port)) for _ in range(5)]  # 1 worker + 4
+        port = running.rest_port
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+        stuck = socket.create_connection(("127.0.0.1", port))
+        stuck.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(post("/v1/models/text:predict", b'{"instances"', "Content-Length: 100\r\n"))
+        client = RestClient(running.url, timeout=60)
+        for _ in range(3):
+            assert client.predict("text", instances=["a b c"], signature_name="length") == {"predictions": [3]}
+        for sock in silent + [stuck, slow]:
+            sock.close()
+
+
+def test_headers_have_their_own_short_timeout(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_timeout_in_ms=120_000,
+                            rest_api_header_timeout_in_ms=300)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        with socket.create_connection(("127.0.0.1", running.rest_port), timeout=60) as stuck:
+            stuck.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n")
+            status, body = read_answer(stuck)
+        assert status == 408 and "did not arrive within 0.3 s (--rest_api_header_timeout_in_ms)" in body["error"]
+        with socket.create_connection(("127.0.0.1", running.rest_port), timeout=60) as silent:
+            assert silent.recv(10) == b""  # sent nothing: closed after the header timeout, no answer
+
+
+def test_connection_caps_refuse_at_once(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_connections_per_client=3,
+                            rest_api_timeout_in_ms=120_000, rest_api_header_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        held = [socket.create_connection(("127.0.0.1", running.rest_port)) for _ in range(3)]
+        wait_until(lambda: running._http.reactor.open_connections == 3)
         with socket.create_connection(("127.0.0.1", running.rest_port), timeout=20) as late:
-            reply = b""
-            while chunk := late.recv(65536):  # answered before it sends anything
-                reply += chunk
-        head, _, body = reply.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 503") and "Server busy" in json.loads(body)["error"]
+            status, body = read_answer(late)  # answered before it sends anything
+        assert status == 503 and "at most 3 connections from 127.0.0.1" in body["error"]
+        held.pop().close()
+        wait_until(lambda: running._http.reactor.open_connections == 2)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
         for sock in held:
             sock.close()
+    with pytest.raises(ValueError, match="--rest_api_max_connections must be in 1..100000"):
+        ServerOptions(rest_api_max_connections=0)
+
+
+def wait_until(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_expect_100_continue_over_the_limit_gets_413_not_100(server):
+    request = post("/v1/models/text:predict", b"", "Content-Length: 70000000\r\nExpect: 100-continue\r\n")
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=20) as sock:
+        sock.sendall(request)
+        status, body = read_answer(sock)
+    assert status == 413 and "70000000 bytes exceeds the limit of 4096" in body["error"]
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=20) as sock:
+        body = b'{"signature_name":"length","instances":["a b"]}'
+        sock.sendall(post("/v1/models/text:predict", b"", f"Content-Length: {len(body)}\r\n"
+                                                            f"Expect: 100-continue\r\nConnection: close\r\n"))
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        assert read_answer(sock) == (200, {"predictions": [2]})
+
+
+def test_gzip_bodies_are_decompressed_within_the_limit(server):
+    body = b'{"signature_name":"length","instances":["a b c"]}'
+    cases = [(gzip.compress(body), "gzip", 200, None), (zlib.compress(body), "deflate", 200, None),
+             (gzip.compress(b" " * 5000), "gzip", 413, "(decompressed) bytes exceeds the limit of 4096"),
+             (b"not gzip", "gzip", 400, "Request body is not valid gzip data"),
+             (gzip.compress(body)[:-10], "gzip", 400, "ends before the stream does"),
+             (body, "br", 400, "Content-Encoding 'br' is not supported")]
+    for data, encoding, status, message in cases:
+        got, answer = raw(server, post("/v1/models/text:predict", data, f"Content-Length: {len(data)}\r\n"
+                                                                          f"Content-Encoding: {encoding}\r\n"))
+        assert got == status and (message in answer["error"] if message else answer == {"predictions": [3]})
+
+
+def test_bodies_in_flight_are_bounded(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_inflight_bytes=1000,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        holder = socket.create_connection(("127.0.0.1", running.rest_port))
+        holder.sendall(post("/v1/models/text:predict", b"{", "Content-Length: 800\r\n"))  # 800 reserved
+        wait_until(lambda: running._http.budget.used == 800)
+        status, body = raw(running, post("/v1/models/text:predict", b"x" * 300))
+        assert status == 503 and "--rest_api_max_inflight_bytes" in body["error"]
+        holder.close()
+        wait_until(lambda: running._http.budget.used == 0)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
 
 
 def test_model_names_cannot_reach_outside_the_base_paths(server):
@@ -212,3 +284,58 @@ def test_the_cli_checks_every_flag_before_any_model_loads(base, tmp_path, capsys
         err = capsys.readouterr().err.strip()
         assert code == 2 and flag in err and problem in err and len(err.splitlines()) == 1, (argv, err)
     busy.close()
+
+
+def test_generation_inputs_out_of_range_are_refused(server):
+    client = RestClient(server.url)
+    with pytest.raises(ServerError) as error:
+        client.predict("text", inputs={"prompt": ["a"], "max_new_tokens": -5}, signature_name="generate")
+    assert error.value.status == 400 and "max_new_tokens -5 is out of range: it must be at least 1" in \
+        error.value.message
+    base = {"max_new_tokens": np.array(4, np.int32)}
+    for extra, message in ((dict(top_k=np.array(-1, np.int32)), "top_k -1 is out of range"),
+                           (dict(temperature=np.array(-0.5, np.float32)), "temperature -0.5 is out of range"),
+                           (dict(temperature=np.array(np.nan, np.float32)), "temperature nan is out of range")):
+        with pytest.raises(ServingError, match=message):
+            check_generation_inputs({**base, **extra}, max_new_tokens=8)
+    check_generation_inputs({**base, "top_k": np.array(0, np.int32), "temperature": np.array(0.0, np.float32)}, 8)
+
+
+def test_a_missing_base_path_is_warned_about_once(tmp_path, caplog):
+    manager = ModelManager([ModelEntry("gone", str(tmp_path / "missing"))])
+    with caplog.at_level(logging.WARNING, logger="serving.server.manager"):
+        for _ in range(5):
+            manager.poll()
+    warnings = [r.getMessage() for r in caplog.records if "No versions of servable gone" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].endswith("(no such folder)")
+
+
+def test_a_failed_version_is_retried_when_its_folder_changes(base, tmp_path, caplog):
+    version = tmp_path / "m" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"half written")
+    manager = ModelManager([ModelEntry("m", str(tmp_path / "m"))])
+    with caplog.at_level(logging.INFO, logger="serving.server.manager"):
+        manager.poll()
+        manager.poll()  # unchanged: not retried
+    assert [s.state for s in manager.status("m")] == ["END"] and manager.status("m")[0].error_code != "OK"
+    assert sum(r.getMessage().startswith("Loading servable") and "} from " in r.getMessage()
+               for r in caplog.records) == 1
+    shutil.rmtree(version)
+    shutil.copytree(base / "text" / "1", version)  # the copy completes
+    manager.poll()
+    assert [(s.state, s.error_code) for s in manager.status("m")] == [("AVAILABLE", "OK")]
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    """Two requests sent in one write on a keep-alive connection: the event loop frames both."""
+    first = post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a"]}')
+    second = post("/v1/models/text:predict", b'{"signature_name":"length","instances":["a b"]}',
+                  "Content-Length: 47\r\nConnection: close\r\n")
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=20) as sock:
+        sock.sendall(first + second)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.count(b"HTTP/1.1 200") == 2
+    assert reply.index(b'{"predictions":[1]}') < reply.index(b'{"predictions":[2]}')
