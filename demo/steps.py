@@ -188,6 +188,8 @@ def main(argv=None) -> int:
     report = summary.write(args.demo_dir, out, round(time.time() - started, 1))
     print(f"\n== summary ({report['wall_seconds']:.0f} s; also in {os.path.join(args.demo_dir, 'summary.json')})")
     summary.print_table(summary.ARTEFACT_HEADER, summary.artefact_rows(report))
+    print("\nFrom scratch, on held-out documents, beside what a model without context reaches on the same targets:")
+    summary.print_table(summary.LEARNING_HEADER, summary.learning_rows(report["learning"]))
     print("\nSense accuracy (1-NN, leave-one-out, WordNet example sentences):")
     summary.print_table(summary.SENSE_HEADER, summary.sense_rows(report["polysemy"]))
     print("\nContinued pretraining (held-out documents of the corpus):")

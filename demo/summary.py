@@ -50,6 +50,29 @@ def adaptation_rows(figures: dict) -> list[tuple]:
              f"all weights, {a['steps']} steps, {a['train_seconds']:.0f} s")]
 
 
+def learning(runs: dict) -> dict:
+    """Per from-scratch model: its held-out figure beside the context-free baseline on the same targets, and
+    their ratio (perplexity: lower is better, the goal at most 0.5x; MLM accuracy: higher, at least 2x)."""
+    figures = {}
+    for name in ("bert", "gpt", "bilm"):
+        run = runs[name]
+        if name == "bert":
+            value, base, what = run["mlm_accuracy"], run["baseline"]["most_frequent_accuracy"], "MLM accuracy"
+            versus = "most frequent token"
+        else:
+            value, base, what = run["perplexity"], run["baseline"]["unigram_perplexity"], "perplexity"
+            versus = "unigram"
+        figures[name] = {"metric": what, "value": round(value, 4), "baseline": versus,
+                         "baseline_value": round(base, 4), "ratio": round(value / base, 3) if base else None}
+    return figures
+
+
+def learning_rows(figures: dict) -> list[tuple]:
+    return [(name, f"held-out {f['metric']}", f"{f['value']:.3f}", f"{f['baseline']} {f['baseline_value']:.3f}",
+             f"{f['ratio']:.2f}x") for name, f in figures.items()]
+
+
+LEARNING_HEADER = ("model", "figure", "trained", "context-free baseline", "ratio")
 ADAPTATION_HEADER = ("all-MiniLM-L6-v2 on the corpus", "before (converted)", "after (continued)")
 
 
@@ -65,9 +88,10 @@ def artefact_rows(s: dict) -> list[tuple]:
     for name, n in s["examples"].items():
         rows.append((f"5 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
                      os.path.join(s["data"], name)))
-    figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f}, NSP acc {r['nsp_accuracy']:.3f}",
-               "gpt": lambda r: f"perplexity {r['perplexity']:.1f}",
-               "bilm": lambda r: f"perplexity {r['perplexity']:.1f}"}
+    figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f} (most frequent token "
+                                 f"{r['baseline']['most_frequent_accuracy']:.3f}), NSP acc {r['nsp_accuracy']:.3f}",
+               "gpt": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})",
+               "bilm": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})"}
     for name, run in s["runs"].items():
         kind = "bert" if name.startswith("minilm") else name
         rows.append((f"6-7 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
@@ -113,6 +137,7 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
         "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),
         "data": out["data"], "examples": out["examples"],
         "runs": {**out["scratch"], "minilm_head": out["continued"]["before"], "minilm": out["continued"]["after"]},
+        "learning": learning(out["scratch"]),
         "adaptation": adaptation(out["continued"], out["polysemy"]),
         "export": out["export"],
         "exports": {name: {"export_dir": e["export_dir"], "base": e["base"]} for name, e in out["exports"].items()},

@@ -61,9 +61,15 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
     seconds = round(time.time() - started, 1)
     with open(os.path.join(model_dir, "history.jsonl")) as f:
         metrics = [json.loads(line) for line in f if '"split": "eval"' in line][-1]
-    print(f"{os.path.basename(model_dir)} on held-out documents ({min(40, examples // batch) * batch} examples): "
-          + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
-    return {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}}
+    batches = min(40, examples // batch)
+    baseline = commands.last_json(commands.module(
+        "models.training.baselines", "--train_data", train_data, "--eval_data", heldout, "--batch_size", str(batch),
+        "--batches", str(batches), echo=False))
+    print(f"{os.path.basename(model_dir)} on held-out documents ({batches * batch} examples): "
+          + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float))
+          + f"; context-free baselines on the same targets: unigram perplexity {baseline['unigram_perplexity']:.4g}, "
+          f"most frequent target's accuracy {baseline['most_frequent_accuracy']:.4g}")
+    return {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
 
 
 def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict) -> dict:

@@ -1,7 +1,8 @@
 """Does a short pretraining run learn from context? The check that would have caught the tiny GPT's collapse
-(issue 23: its hidden states and logits were the same for every input), on text-like synthetic data
-(`zipf_markov`: Zipfian unigrams, a next token that usually follows from the previous one) where a model that
-ignores its input can at best reach the unigram loss.
+(issue 23: its hidden states and logits were the same for every input), on text-like synthetic data with
+Zipfian unigrams where a model that ignores its input can at best reach the unigram loss: GPT on
+`zipf_markov` (the next token usually follows from the previous one), BERT on `topics` (a masked token is
+told by the words around it).
 
 Each family's tiny preset trains with its own recipe through `models.training.train`, as a user runs it; then
 on held-out sequences its predictions must differ between inputs and positions, and its held-out loss must be
@@ -21,6 +22,7 @@ from tests.fixtures.training import write_dataset
 
 VOCAB, SEQ, PREDS = 300, 32, 5
 STEPS = 150
+CONTENT = {"gpt": "zipf_markov", "bert": "topics"}
 
 
 def _targets(pattern: str, kind: str, examples: int) -> np.ndarray:
@@ -39,7 +41,7 @@ def unigram_cross_entropy(train_targets: np.ndarray, heldout_targets: np.ndarray
 def trained(request, tmp_path_factory):
     kind = request.param
     root = tmp_path_factory.mktemp(f"learning_{kind}")
-    common = dict(seq=SEQ, preds=PREDS, vocab_size=VOCAB, content="zipf_markov", shards=1)
+    common = dict(seq=SEQ, preds=PREDS, vocab_size=VOCAB, content=CONTENT[kind], shards=1)
     train_data = write_dataset(str(root / "train"), kind, examples=2048, seed=0, **common)
     heldout = write_dataset(str(root / "heldout"), kind, examples=64, seed=1, **common)
     model_dir = str(root / "run")
