@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from models import config as config_lib
 from preprocessing.metadata import DatasetMetadata
+from preprocessing.user_errors import UserError
 
 KINDS = ("bert", "gpt", "bilm")
 CONFIG_FILE = "config.json"
@@ -84,15 +85,37 @@ def read_config(model_dir: str) -> dict:
     return payload
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(UserError):
     """A checkpoint does not hold the weights of the model built from config.json."""
+
+
+class CorruptCheckpointError(CheckpointMismatchError):
+    """A checkpoint's files cannot be read (cut short, overwritten, not a checkpoint)."""
+
+
+def checkpoint_variables(path: str) -> list[tuple[str, list[int]]]:
+    """`tf.train.list_variables(path)`, or `CorruptCheckpointError` naming the checkpoint."""
+    try:
+        return tf.train.list_variables(path)
+    except (tf.errors.OpError, ValueError) as e:
+        raise _corrupt(path, e) from None
+
+
+def _corrupt(path: str, error: Exception) -> CorruptCheckpointError:
+    reason = getattr(error, "message", str(error)).strip().splitlines()[0][:300]
+    return CorruptCheckpointError(f"checkpoint {path} cannot be read ({reason}): its files (.index, "
+                                  f".data-*) are cut short or damaged; restore them, or delete this checkpoint so "
+                                  f"that the one before it is used")
 
 
 def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:
     """Restores `path` into `checkpoint`, every existing object matched, or raises `CheckpointMismatchError`
     with a readable reason (Keras' own assertion prints whole weight tensors). `partial`: the checkpoint
     may hold more than `checkpoint` asks for (e.g. the optimizer when only the model is restored)."""
-    status = checkpoint.restore(path)
+    try:
+        status = checkpoint.restore(path)
+    except (tf.errors.OpError, ValueError) as e:  # "Read less bytes than requested", "not an sstable"
+        raise _corrupt(path, e) from None
     if partial:
         status.expect_partial()
     try:

@@ -262,16 +262,21 @@ def _train(args, model_config, train_config, data, changes) -> int:
     try:
         metrics = trainer.train(train, evaluation)
     except tf.errors.DataLossError as e:
-        metadata, files = readers.read_metadata(args.train_data)
-        culprit = readers.find_corrupt_shard(files, metadata.compression)
-        where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
-        print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
-              file=sys.stderr)
+        print(f"error: corrupt training data: {corrupt_shard(args.train_data, e)} (last checkpoint kept; fix or "
+              f"drop the shard and rerun)", file=sys.stderr)
         return CORRUPT_DATA
     signum = trainer.stopped_by_signal
     print(json.dumps(json_safe({"step": int(trainer.step.numpy()), **metrics,
                                 **({"stopped_by_signal": signum} if signum else {})})))
     return 128 + signum if signum else 0
+
+
+def corrupt_shard(pattern: str, error) -> str:
+    """`file: reason` for the shard of `pattern` behind `error` (a `DataLossError` from an interleaved read,
+    whose message names no file)."""
+    metadata, files = readers.read_metadata(pattern)
+    culprit = readers.find_corrupt_shard(files, metadata.compression)
+    return f"{culprit[0]}: {culprit[1]}" if culprit else error.message.splitlines()[0]
 
 
 def _copy_vocab(train_data: str, model_dir: str) -> None:
