@@ -97,7 +97,7 @@ def checkpoint_variables(path: str) -> list[tuple[str, list[int]]]:
     """`tf.train.list_variables(path)`, or `CorruptCheckpointError` naming the checkpoint."""
     try:
         return tf.train.list_variables(path)
-    except (tf.errors.OpError, ValueError) as e:
+    except (tf.errors.OpError, ValueError, IndexError) as e:
         raise _corrupt(path, e) from None
 
 
@@ -114,18 +114,23 @@ def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -
     may hold more than `checkpoint` asks for (e.g. the optimizer when only the model is restored)."""
     try:
         status = checkpoint.restore(path)
-    except (tf.errors.OpError, ValueError) as e:  # "Read less bytes than requested", "not an sstable"
+    except (tf.errors.OpError, IndexError) as e:  # "Read less bytes than requested", "not an sstable"
         raise _corrupt(path, e) from None
+    except ValueError as e:  # "Received incompatible tensor with shape ...": another model's weights
+        raise _mismatch(path, str(e).strip().splitlines()[0][:300]) from None
     if partial:
         status.expect_partial()
     try:
         status.assert_existing_objects_matched()
     except AssertionError as e:
-        reason = str(e).split("\n")[0][:300]
-        raise CheckpointMismatchError(
-            f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
-            f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
-            f"checkpoints miss the character CNN and LSTM layers: retrain it") from None
+        raise _mismatch(path, str(e).split("\n")[0][:300]) from None
+
+
+def _mismatch(path: str, reason: str) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
+        f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
+        f"checkpoints miss the character CNN and LSTM layers: retrain it")
 
 
 def load_model(model_dir: str):

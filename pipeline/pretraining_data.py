@@ -35,7 +35,7 @@ from pipeline.documents import SKIPPED_AT, ReadDocuments
 from pipeline.termination import Terminated, stop_new_children, terminate_raises
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import previous_run
+from pipeline.shard_writer import previous_run, write_failed
 from preprocessing import schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
@@ -108,10 +108,13 @@ def _finish(gathered, output_dir, metadata: DatasetMetadata):
                             f"is shorter than one window; nothing written")
         raise UserError("the corpus produced no examples (empty, or every document shorter than one window): "
                         "check --input, or lower --max_seq_length; nothing written")
-    dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
-                        files=tuple(s["file"] for s in summaries),
-                        examples_per_file={s["file"]: s["examples"] for s in summaries},
-                        examples=examples, counters=counters, skipped_lines=skipped or None).write(output_dir)
+    try:
+        dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
+                            files=tuple(s["file"] for s in summaries),
+                            examples_per_file={s["file"]: s["examples"] for s in summaries},
+                            examples=examples, counters=counters, skipped_lines=skipped or None).write(output_dir)
+    except (OSError, tf.errors.OpError) as e:
+        raise write_failed(os.path.join(output_dir, METADATA), e) from e
 
 
 def skipped_lines_note(count: int, where) -> str:
@@ -236,7 +239,10 @@ def _run(args, beam_args) -> int:
     children = set()
     try:
         with terminate_raises() as children:  # SIGTERM cleans up as SIGINT (KeyboardInterrupt) does
-            Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
+            try:
+                Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
+            except (OSError, tf.errors.OpError) as e:
+                raise write_failed(os.path.join(args.output_dir, VOCAB_FILE), e) from e
             with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
                 build_pipeline(p, args, config, files)
     except BaseException as e:  # a failed run leaves nothing that looks like output (signals too)

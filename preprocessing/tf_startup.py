@@ -10,8 +10,8 @@ warning.
 `quiet_tensorflow_startup()` (idempotent, cheap: TF is not imported here):
   - sets `TF_CPP_MIN_LOG_LEVEL=2` unless the environment sets it;
   - ignores the `pkg_resources is deprecated` warning;
-  - installs a one-shot import hook around the first `import tensorflow`: while TF's module runs, file
-    descriptor 2 points at a temporary file; afterwards every line of it that is not start-up noise
+  - installs a one-shot import hook around the first `import tensorflow`: while TF's module runs (and its
+    first device query, where the CUDA probe prints), file descriptor 2 points at a temporary file; afterwards every line of it that is not start-up noise
     (`is_startup_noise`) is written to the real stderr, so errors printed during the import are kept.
 `PRETRAINING_TF_STARTUP_LOGS=1` in the environment leaves everything as TensorFlow prints it.
 """
@@ -60,6 +60,10 @@ class _QuietLoader(importlib.abc.Loader):
     def exec_module(self, module):
         with filtered_stderr():
             self.loader.exec_module(module)
+            try:  # the CUDA probe ("failed call to cuInit") runs at the first device query: here, filtered
+                module.config.list_physical_devices()
+            except Exception:  # noqa: BLE001 - a broken device set-up shows again where it is used
+                pass
 
     def __getattr__(self, name):  # get_resource_reader, is_package, ... of the real loader
         return getattr(self.loader, name)
