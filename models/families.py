@@ -104,8 +104,8 @@ def checkpoint_variables(path: str) -> list[tuple[str, list[int]]]:
 def _corrupt(path: str, error: Exception) -> CorruptCheckpointError:
     reason = getattr(error, "message", str(error)).strip().splitlines()[0][:300]
     return CorruptCheckpointError(f"checkpoint {path} cannot be read ({reason}): its files (.index, "
-                                  f".data-*) are cut short or damaged; restore them, or delete this checkpoint so "
-                                  f"that the one before it is used")
+                                  f".data-*) are cut short or damaged; restore them from a copy, or point the "
+                                  f"model_dir's `checkpoint` file at an earlier checkpoint")
 
 
 def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:

@@ -110,7 +110,7 @@ def test_a_full_disk_at_a_training_checkpoint_is_one_line_and_leaves_no_temp_fol
     assert proc.returncode == 2, proc.stderr
     line = _error_line(proc.stderr)
     assert line.startswith(f"error: cannot write checkpoint {os.path.join(model_dir, 'ckpt-2')} (")
-    assert line.endswith("nothing of it is kept; free space and rerun, which resumes from none")
+    assert line.endswith("nothing of it is kept; free space and rerun, which starts again from step 0")
     assert not glob.glob(os.path.join(model_dir, "ckpt-2*")) and not os.path.exists(os.path.join(model_dir,
                                                                                                  ".train.lock"))
 

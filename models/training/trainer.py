@@ -114,8 +114,10 @@ class Trainer:
             except (tf.errors.OpError, OSError):
                 pass
         reason = (getattr(error, "message", None) or str(error)).strip().splitlines()[0][:300]
+        last = self.manager.latest_checkpoint
         return CheckpointWriteError(f"cannot write checkpoint {prefix} ({reason}): nothing of it is kept; free "
-                                    f"space and rerun, which resumes from {self._last_checkpoint()}")
+                                    f"space and rerun, which " + (f"resumes from {last}" if last else
+                                                                  "starts again from step 0"))
 
     # --- the compiled steps -----------------------------------------------------------------------------
 
