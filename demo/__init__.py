@@ -1,3 +1,5 @@
 """`make demo` (`python -m demo`): the main job end to end on a real corpus fetched from a package registry,
 and where registry data and the workplace's shared data are cached and found.
 """
+
+import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)

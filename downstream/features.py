@@ -258,6 +258,24 @@ def write_features(encoder: ModuleEncoder, sentences: list[str], output: str, ch
     return info
 
 
+def read_sentences(path: str) -> list[str]:
+    """The non-blank lines of `path`, stripped; `ValueError` naming `--input` for a folder, a missing or a
+    non-UTF-8 file."""
+    import os
+
+    if not os.path.exists(path):
+        raise ValueError(f"--input {path}: no such file")
+    if os.path.isdir(path):
+        raise ValueError(f"--input {path} is a folder; give a text file, one sentence a line")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--input {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ValueError(f"--input {path} cannot be read ({e.strerror})") from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="an export dir, or its hub/encoder or hub/module")
@@ -270,14 +288,13 @@ def main(argv=None) -> int:
     parser.add_argument("--weights", default=None, help="weighted_all's weights, one per hidden layer")
     parser.add_argument("--batch_size", type=int, default=64)
     args = parser.parse_args(argv)
-    with open(args.input, encoding="utf-8") as f:
-        sentences = [line.strip() for line in f if line.strip()]
-    encoder = ModuleEncoder(args.module)
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
     try:
+        sentences = read_sentences(args.input)
+        weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+        encoder = ModuleEncoder(args.module)
         info = write_features(encoder, sentences, args.output, args.layers.split(","), args.pool, weights,
                               args.batch_size)
-    except ValueError as e:
+    except ValueError as e:  # ModuleError, bad layer choices, an unreadable input: one line
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(info))

@@ -2,3 +2,5 @@
 
 Subpackages: `training/` (the trainer and the train/evaluate commands), `convert/` (public checkpoints).
 """
+
+import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)

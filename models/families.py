@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from models import config as config_lib
 from preprocessing.metadata import DatasetMetadata
+from preprocessing.user_errors import UserError
 
 KINDS = ("bert", "gpt", "bilm")
 CONFIG_FILE = "config.json"
@@ -84,25 +85,52 @@ def read_config(model_dir: str) -> dict:
     return payload
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(UserError):
     """A checkpoint does not hold the weights of the model built from config.json."""
+
+
+class CorruptCheckpointError(CheckpointMismatchError):
+    """A checkpoint's files cannot be read (cut short, overwritten, not a checkpoint)."""
+
+
+def checkpoint_variables(path: str) -> list[tuple[str, list[int]]]:
+    """`tf.train.list_variables(path)`, or `CorruptCheckpointError` naming the checkpoint."""
+    try:
+        return tf.train.list_variables(path)
+    except (tf.errors.OpError, ValueError, IndexError) as e:
+        raise _corrupt(path, e) from None
+
+
+def _corrupt(path: str, error: Exception) -> CorruptCheckpointError:
+    reason = getattr(error, "message", str(error)).strip().splitlines()[0][:300]
+    return CorruptCheckpointError(f"checkpoint {path} cannot be read ({reason}): its files (.index, "
+                                  f".data-*) are cut short or damaged; restore them from a copy, or point the "
+                                  f"model_dir's `checkpoint` file at an earlier checkpoint")
 
 
 def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:
     """Restores `path` into `checkpoint`, every existing object matched, or raises `CheckpointMismatchError`
     with a readable reason (Keras' own assertion prints whole weight tensors). `partial`: the checkpoint
     may hold more than `checkpoint` asks for (e.g. the optimizer when only the model is restored)."""
-    status = checkpoint.restore(path)
+    try:
+        status = checkpoint.restore(path)
+    except (tf.errors.OpError, IndexError) as e:  # "Read less bytes than requested", "not an sstable"
+        raise _corrupt(path, e) from None
+    except ValueError as e:  # "Received incompatible tensor with shape ...": another model's weights
+        raise _mismatch(path, str(e).strip().splitlines()[0][:300]) from None
     if partial:
         status.expect_partial()
     try:
         status.assert_existing_objects_matched()
     except AssertionError as e:
-        reason = str(e).split("\n")[0][:300]
-        raise CheckpointMismatchError(
-            f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
-            f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
-            f"checkpoints miss the character CNN and LSTM layers: retrain it") from None
+        raise _mismatch(path, str(e).split("\n")[0][:300]) from None
+
+
+def _mismatch(path: str, reason: str) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
+        f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
+        f"checkpoints miss the character CNN and LSTM layers: retrain it")
 
 
 def load_model(model_dir: str):

@@ -100,8 +100,11 @@ class Counts(dict):
     """Counter name -> count, as an element of a PCollection (see the module docstring)."""
 
     def report(self, namespace: str) -> "Counts":
-        """Adds these counts to the runner's Beam metrics too; returns self."""
+        """Adds these counts to the runner's Beam metrics too (not the keys starting with `@`, which only
+        travel with the data); returns self."""
         for name, value in self.items():
+            if name.startswith("@"):
+                continue
             Metrics.counter(namespace, name).inc(value)
         return self
 

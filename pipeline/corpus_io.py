@@ -89,15 +89,17 @@ def check_pattern(pattern: str) -> list[str]:
 
 
 def decoded_lines(path: str, counts: collections.Counter, max_line_bytes: int = MAX_LINE_BYTES,
-                  progress=None) -> Iterator[str]:
+                  progress=None, skipped: list | None = None) -> Iterator[str]:
     """The lines of a file as `str`, invalid UTF-8 replaced by U+FFFD; counts `lines`,
-    `lines_with_invalid_utf8` and (skipped) `lines_over_max_bytes` into `counts`; `progress` as
-    `bounded_lines`'."""
+    `lines_with_invalid_utf8` and (skipped) `lines_over_max_bytes` into `counts`, and appends the skipped
+    lines' numbers (from 1) to `skipped` when given; `progress` as `bounded_lines`'."""
     for name in ("lines", "lines_with_invalid_utf8", "lines_over_max_bytes"):
         counts.setdefault(name, 0)
-    for raw in raw_lines(path, max_line_bytes, progress):
+    for number, raw in enumerate(raw_lines(path, max_line_bytes, progress), 1):
         if raw is None:
             counts["lines_over_max_bytes"] += 1
+            if skipped is not None:
+                skipped.append(number)
             continue
         counts["lines"] += 1
         try:

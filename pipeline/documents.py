@@ -5,7 +5,7 @@ A document never spans files, so each matched file is read by one worker, stream
 `(file index, document index)`, the file index being its position in the sorted list of matched files:
 stable across runners and runs. Malformed UTF-8 is replaced and counted; empty documents are counted and
 skipped; lines over `max_line_bytes` are counted and skipped without being held in memory (they would only
-be truncated away). The counts of each file follow its documents as one `Counts` element.
+be truncated away), and the first few are named (`SKIPPED_AT` keys, which the job reports). The counts of each file follow its documents as one `Counts` element.
 """
 
 import collections
@@ -16,6 +16,8 @@ from pipeline.beam_options import Counts
 from pipeline.corpus_io import MAX_LINE_BYTES, decoded_lines, read_progress
 
 NAMESPACE = "pretraining_data"
+SKIPPED_AT = "@line_over_max_bytes "  # + "path:line": a `Counts` key that travels to metadata, not a metric
+SKIPPED_SHOWN = 3  # per file
 
 
 class ReadDocuments(beam.DoFn):
@@ -31,8 +33,8 @@ class ReadDocuments(beam.DoFn):
         file_index, path = element
         progress = read_progress(self.progress_folder, path)
         counts = collections.Counter(documents=0, empty_documents=0, sentences=0)
-        index, document = 0, []
-        for line in decoded_lines(path, counts, self.max_line_bytes, progress):
+        index, document, skipped = 0, [], []
+        for line in decoded_lines(path, counts, self.max_line_bytes, progress, skipped):
             if line.strip():
                 document.append(line)
                 continue
@@ -46,6 +48,7 @@ class ReadDocuments(beam.DoFn):
             yield self._emit(file_index, index, document, counts, progress)
         if progress:
             progress.flush()
+        counts.update({f"{SKIPPED_AT}{path}:{n}": 1 for n in skipped[:SKIPPED_SHOWN]})
         yield Counts(counts).report(NAMESPACE)
 
     @staticmethod

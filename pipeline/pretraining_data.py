@@ -31,10 +31,11 @@ from pipeline import corpus_io, progress
 from pipeline.buckets import AssignBuckets
 from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
                                      total)
-from pipeline.documents import ReadDocuments
+from pipeline.documents import SKIPPED_AT, ReadDocuments
+from pipeline.termination import Terminated, stop_new_children, terminate_raises
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import previous_run
+from pipeline.shard_writer import previous_run, write_failed
 from preprocessing import schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
@@ -101,14 +102,44 @@ def _finish(gathered, output_dir, metadata: DatasetMetadata):
         raise RuntimeError(f"{len(summaries)} shard summaries for num_shards {sorted(num_shards)}")
     num_shards = num_shards.pop() if num_shards else 0
     counters = total([s["counters"] for s in summaries] + [c for c in gathered if isinstance(c, Counts)])
+    skipped = tuple(k[len(SKIPPED_AT):] for k in counters if k.startswith(SKIPPED_AT))
+    counters = {k: v for k, v in counters.items() if not k.startswith(SKIPPED_AT)}
     examples = sum(s["examples"] for s in summaries)
     if examples == 0:
+        over = counters.get("lines_over_max_bytes", 0)
+        if over:
+            raise UserError(f"the corpus produced no examples: {skipped_lines_note(over, skipped)}, and the rest "
+                            f"is shorter than one window; nothing written")
         raise UserError("the corpus produced no examples (empty, or every document shorter than one window): "
                         "check --input, or lower --max_seq_length; nothing written")
-    dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
-                        files=tuple(s["file"] for s in summaries),
-                        examples_per_file={s["file"]: s["examples"] for s in summaries},
-                        examples=examples, counters=counters).write(output_dir)
+    try:
+        dataclasses.replace(metadata, config={**metadata.config, "num_shards": num_shards},
+                            files=tuple(s["file"] for s in summaries),
+                            examples_per_file={s["file"]: s["examples"] for s in summaries},
+                            examples=examples, counters=counters, skipped_lines=skipped or None).write(output_dir)
+    except (OSError, tf.errors.OpError) as e:
+        raise write_failed(os.path.join(output_dir, METADATA), e) from e
+
+
+def skipped_lines_note(count: int, where) -> str:
+    """`N line(s) over the 1 MiB line limit were skipped (path line 3, ...)` for messages."""
+    shown = ", ".join(f"{p.rpartition(':')[0]} line {p.rpartition(':')[2]}" for p in where)
+    more = f", {count - len(where)} more" if count > len(where) else ""
+    return (f"{count} line(s) over the {corpus_io.MAX_LINE_BYTES >> 20} MiB line limit were skipped "
+            f"({shown}{more}; put one sentence per line)")
+
+
+def warnings_for(metadata: DatasetMetadata) -> list[str]:
+    """What the user should know about a finished run: skipped over-long lines; a BERT corpus that is one
+    document, where no pair can take its second segment from another document."""
+    counters, out = metadata.counters or {}, []
+    if counters.get("lines_over_max_bytes"):
+        out.append(skipped_lines_note(counters["lines_over_max_bytes"], metadata.skipped_lines or ()))
+    if metadata.model == "bert" and counters.get("documents") == 1:
+        out.append("the corpus is one document (no blank line between documents): every BERT pair's second "
+                   "segment is its real next one, so all next_sentence_labels are 0 ('is next') and next-sentence "
+                   "prediction learns nothing; separate documents with blank lines")
+    return out
 
 
 def parse_args(argv):
@@ -195,6 +226,9 @@ def run(argv=None) -> int:
     quiet_worker_logs(args.verbose)
     try:
         return _run(args, beam_args)
+    except Terminated as e:
+        print(f"pretraining_data: stopped by signal {e.signum}; this run's output was removed", file=sys.stderr)
+        return 128 + e.signum
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
 
@@ -209,12 +243,19 @@ def _run(args, beam_args) -> int:
     started = time.time()
     line = progress.ProgressLine("pretraining_data", "documents", ("tokenized", "written"),
                                  progress.input_bytes(files))
+    children = set()
     try:
-        Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
-        with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-              as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
-            build_pipeline(p, args, config, files, reporter.folder)
-    except BaseException:  # a failed run leaves nothing that looks like output (KeyboardInterrupt too)
+        with terminate_raises() as children:  # SIGTERM cleans up as SIGINT (KeyboardInterrupt) does
+            try:
+                Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
+            except (OSError, tf.errors.OpError) as e:
+                raise write_failed(os.path.join(args.output_dir, VOCAB_FILE), e) from e
+            with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
+                  as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
+                build_pipeline(p, args, config, files, reporter.folder)
+    except BaseException as e:  # a failed run leaves nothing that looks like output (signals too)
+        if isinstance(e, (Terminated, KeyboardInterrupt)):
+            stop_new_children(children)  # local workers would go on renaming finished shards into place
         _clear(args.output_dir, vocab=True)
         if created and not tf.io.gfile.listdir(args.output_dir):
             tf.io.gfile.rmtree(args.output_dir)
@@ -231,6 +272,8 @@ def _report(args, seconds):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)
     files = metadata.files
     print(f"  {'shards':<28} {len(files):>12,}  {files[0]} ...", file=sys.stderr)
+    for warning in warnings_for(metadata):
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,22 @@ import os
 import tensorflow as tf
 
 from preprocessing.metadata import FILE_NAME as METADATA
+from preprocessing.user_errors import UserError
 
 
 def shard_name(model: str, index: int, num_shards: int, gzip: bool) -> str:
     return f"{model}-{index:05d}-of-{num_shards:05d}.tfrecord" + (".gz" if gzip else "")
+
+
+class OutputWriteError(UserError):
+    """An output file could not be written (disk full, quota, permissions); the job stops and cleans up."""
+
+
+def write_failed(path: str, error: Exception) -> OutputWriteError:
+    """The one-line error for a failed write of `path` (an `OSError` or a TF `OpError`)."""
+    reason = (getattr(error, "message", None) or getattr(error, "strerror", None) or str(error)).strip()
+    return OutputWriteError(f"cannot write {path}: {reason.splitlines()[0] if reason else type(error).__name__}: "
+                            f"free space (or use another --output_dir) and rerun; this run's output was removed")
 
 
 class ShardWriter:
@@ -32,16 +44,25 @@ class ShardWriter:
         return self
 
     def write_all(self, records) -> None:
-        for record in records:
-            self.writer.write(record)
-            self.count += 1
+        try:
+            for record in records:
+                self.writer.write(record)
+                self.count += 1
+            self.writer.flush()
+        except (OSError, tf.errors.OpError) as e:
+            raise write_failed(self.path, e) from e
 
     def __exit__(self, exc_type, *_):
-        self.writer.close()
-        if exc_type is None:
-            tf.io.gfile.rename(self.tmp, self.path, overwrite=True)
-        elif tf.io.gfile.exists(self.tmp):
-            tf.io.gfile.remove(self.tmp)
+        try:
+            self.writer.close()
+            if exc_type is None:
+                tf.io.gfile.rename(self.tmp, self.path, overwrite=True)
+        except (OSError, tf.errors.OpError) as e:
+            if exc_type is None:
+                raise write_failed(self.path, e) from e
+        finally:
+            if tf.io.gfile.exists(self.tmp):
+                tf.io.gfile.remove(self.tmp)
         return False
 
     def summary(self) -> dict:

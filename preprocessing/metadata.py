@@ -57,6 +57,8 @@ class DatasetMetadata:
       schema_version: `schema.SCHEMA_VERSION` when written.
       input_files: input text files read.
       counters: the job's Beam counters by name (added when the job has finished).
+      skipped_lines: input lines the job skipped for being over its line limit, as `path:line` (the first
+        few of each file).
 
     Example:
       >>> meta = DatasetMetadata("gpt", {"max_seq_length": 8}, VocabRecord(None))
@@ -75,6 +77,7 @@ class DatasetMetadata:
     schema_version: int | None = None
     input_files: int | None = None
     counters: dict | None = None
+    skipped_lines: tuple[str, ...] | None = None
 
     @property
     def max_seq_length(self) -> int | None:
@@ -91,8 +94,9 @@ class DatasetMetadata:
     def to_json(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
         data["vocab"] = {k: v for k, v in dataclasses.asdict(self.vocab).items() if v is not None or k == "sha256"}
-        if self.files is not None:
-            data["files"] = list(self.files)
+        for key in ("files", "skipped_lines"):
+            if getattr(self, key) is not None:
+                data[key] = list(getattr(self, key))
         return data
 
     @classmethod
@@ -105,8 +109,9 @@ class DatasetMetadata:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["vocab"] = VocabRecord(**{k: v for k, v in data["vocab"].items() if k in vocab_keys})
-        if values.get("files") is not None:
-            values["files"] = tuple(values["files"])
+        for key in ("files", "skipped_lines"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
         return cls(**values)
 
     @classmethod

@@ -88,8 +88,14 @@ class Vocabulary:
         """Reads a `vocab.txt` (local or any `tf.io.gfile` path, e.g. `gs://`)."""
         if not tf.io.gfile.exists(path):
             raise VocabularyError(f"vocabulary file not found: {path}")
-        with tf.io.gfile.GFile(path, "rb") as f:
-            raw = f.read()
+        if tf.io.gfile.isdir(path):
+            raise VocabularyError(f"vocabulary {path} is a folder; give its vocab.txt")
+        try:
+            with tf.io.gfile.GFile(path, "rb") as f:
+                raw = f.read()
+        except (tf.errors.OpError, OSError) as e:
+            reason = getattr(e, "message", None) or str(e)
+            raise VocabularyError(f"vocabulary {path} cannot be read: {reason.strip().splitlines()[0]}") from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -1,7 +1,7 @@
 """Fine-tune an exported BERT, GPT or biLM module on a labelled task, through `hub.KerasLayer`.
 
     python -m downstream.finetune --task {classify,pair,tag,squad,choice} (--module PATH | --model_dir RUN) \\
-        --train FILE --eval FILE --output_dir DIR [--set key=value ...]
+        --train FILE --eval FILE --output_dir DIR [--overwrite] [--set key=value ...]
 
 `--module`: an export dir (`serving.export`'s `--export_dir`) or a hub module dir; `--model_dir`: a
 pretraining run, exported to a temporary folder first (the same code path). File formats:
@@ -11,6 +11,8 @@ the module is loaded by `downstream.module.ExportedModule`. Writes to `output_di
   - `serving/1/`: a text-in SavedModel for TF Serving (classify, pair, choice; BERT tagging from words);
   - `metrics.json` (also printed as the last line): the eval metrics, the trivial baseline's, the budget;
   - `finetune_config.json`, `labels.json`; for SQuAD `predictions.json`.
+An `output_dir` that already holds those is refused unless `--overwrite` (which removes them, nothing else).
+Eval labels (classify, pair) must be training labels: an unseen one is refused, naming it and its lines.
 """
 
 import argparse
@@ -109,7 +111,32 @@ def parse_args(argv):
     parser.add_argument("--eval", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier fine-tuning in --output_dir")
     return parser.parse_args(argv)
+
+
+# What `run` writes into output_dir: an earlier run is these, and `--overwrite` removes only these.
+OUTPUTS = ("model", "serving", "metrics.json", "finetune_config.json", "labels.json", "predictions.json")
+
+
+def check_output_dir(output_dir: str, overwrite: bool) -> list[str]:
+    """The earlier run's outputs in `output_dir`; raises `TaskDataError` when there are some and not
+    `overwrite`, or when `output_dir` is a file."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise task_data.TaskDataError(f"--output_dir {output_dir} is a file; give a folder (new or existing)")
+    found = [n for n in OUTPUTS if os.path.exists(os.path.join(output_dir, n))]
+    if found and not overwrite:
+        raise task_data.TaskDataError(f"--output_dir {output_dir} holds an earlier fine-tuning ({', '.join(found)}): "
+                                      f"pass --overwrite to replace it, or use another --output_dir")
+    return found
+
+
+def clear_outputs(output_dir: str, names: list[str]) -> None:
+    import shutil
+
+    for name in names:
+        path = os.path.join(output_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
 
 def warmup_linear(peak: float, warmup_steps: int, total_steps: int):
@@ -286,11 +313,13 @@ def run(task: str, module_path: str, train_path: str, eval_path: str, output_dir
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(config.seed)
-    backbone = module_lib.ExportedModule.load(module_path)
-    config = config.resolved(backbone.kind)
-    train_examples = read_examples(task, train_path, config, subsample=True)
+    train_examples = read_examples(task, train_path, config, subsample=True)  # the data's errors first
     eval_examples = read_examples(task, eval_path, config, subsample=False)
     labels = [] if task == "squad" else task_data.label_list(train_examples)
+    if task in ("classify", "pair"):
+        task_data.check_eval_labels(eval_examples, labels, eval_path)
+    backbone = module_lib.ExportedModule.load(module_path)
+    config = config.resolved(backbone.kind)
     if task == "choice":
         labels = [str(i) for i in range(len(train_examples[0].texts) - 1)]
     started = time.time()
@@ -344,9 +373,20 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         config = apply_overrides(FinetuneConfig(), args.overrides)
+        task_data.check_file("--train", args.train)
+        task_data.check_file("--eval", args.eval)
+        earlier = check_output_dir(args.output_dir, args.overwrite)
     except (config_lib.OverrideError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.model_dir and not os.path.isdir(args.model_dir):
+        print(f"error: --model_dir {args.model_dir}: no such folder", file=sys.stderr)
+        return 2
+    if args.module and not os.path.isdir(args.module):
+        print(f"error: --module {args.module}: no such folder (give an export dir or a hub module dir)",
+              file=sys.stderr)
+        return 2
+    clear_outputs(args.output_dir, earlier)  # --overwrite: the earlier run's files, nothing else
     with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
         module = args.module
         if args.model_dir:

@@ -30,6 +30,7 @@ class TextExample:
 
     texts: tuple[str, ...]
     label: str
+    line: int = dataclasses.field(default=0, compare=False)  # in its file, for messages
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +39,29 @@ class TaggedSentence:
     tags: tuple[str, ...]
 
 
+def check_file(flag: str, path: str) -> str:
+    """`path` must be a readable file (not a folder); raises `TaskDataError` naming `flag`."""
+    import os
+
+    if not os.path.exists(path):
+        raise TaskDataError(f"{flag} {path}: no such file")
+    if os.path.isdir(path):
+        raise TaskDataError(f"{flag} {path} is a folder; give the task file")
+    if not os.access(path, os.R_OK):
+        raise TaskDataError(f"{flag} {path} cannot be read (permission denied)")
+    return path
+
+
 def _lines(path: str):
     try:
         with open(path, encoding="utf-8") as f:
             yield from enumerate(f, 1)
     except FileNotFoundError:
         raise TaskDataError(f"task file not found: {path}") from None
+    except IsADirectoryError:
+        raise TaskDataError(f"{path} is a folder; give the task file") from None
+    except UnicodeDecodeError as e:
+        raise TaskDataError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def read_classification(path: str, fields: int = 1) -> list[TextExample]:
@@ -57,7 +75,7 @@ def read_classification(path: str, fields: int = 1) -> list[TextExample]:
         if len(parts) != fields + 1:
             raise TaskDataError(f"{path}:{number}: expected label and {fields} text field(s) separated by tabs, "
                                 f"got {len(parts)} field(s)")
-        examples.append(TextExample(tuple(parts[1:]), parts[0]))
+        examples.append(TextExample(tuple(parts[1:]), parts[0], number))
     if not examples:
         raise TaskDataError(f"{path} holds no example")
     return examples
@@ -75,7 +93,7 @@ def read_choices(path: str) -> list[TextExample]:
             raise TaskDataError(f"{path}:{number}: expected {{context, choices, label}}: {e}") from None
         if not 0 <= label < len(choices) or (examples and len(choices) != len(examples[0].texts) - 1):
             raise TaskDataError(f"{path}:{number}: label {label} out of range or a different number of choices")
-        examples.append(TextExample((context, *choices), str(label)))
+        examples.append(TextExample((context, *choices), str(label), number))
     if not examples:
         raise TaskDataError(f"{path} holds no example")
     return examples
@@ -110,6 +128,8 @@ def read_squad(path: str) -> list[SquadExample]:
             data = json.load(f)["data"]
     except FileNotFoundError:
         raise TaskDataError(f"task file not found: {path}") from None
+    except IsADirectoryError:
+        raise TaskDataError(f"{path} is a folder; give the task file") from None
     except (ValueError, KeyError) as e:
         raise TaskDataError(f"{path}: not SQuAD v1.1 JSON: {e}") from None
     return [SquadExample(qa["id"], qa["question"], paragraph["context"],
@@ -145,6 +165,24 @@ def label_list(examples: list) -> list[str]:
     if examples and isinstance(examples[0], TaggedSentence):
         return sorted({t for s in examples for t in s.tags})
     return sorted({e.label for e in examples}, key=lambda x: (len(x), x))
+
+
+def check_eval_labels(examples: list, labels: list[str], path: str) -> None:
+    """Raises `TaskDataError` when `examples` (classify, pair) have labels outside the training `labels`:
+    such an example can only be scored wrongly (or, mapped to some label, rightly by accident)."""
+    if not examples or not isinstance(examples[0], TextExample):
+        return
+    known = set(labels)
+    unseen = collections.defaultdict(list)
+    for e in examples:
+        if e.label not in known:
+            unseen[e.label].append(e.line)
+    if unseen:
+        lines = sorted(n for ns in unseen.values() for n in ns)
+        shown = ", ".join(map(str, lines[:10])) + (f", ... ({len(lines)} lines)" if len(lines) > 10 else "")
+        names = ", ".join(repr(k) for k in sorted(unseen)[:10]) + (" ..." if len(unseen) > 10 else "")
+        raise TaskDataError(f"{path}: label(s) {names} not among the training labels ({', '.join(labels)}), "
+                            f"line(s) {shown}: fix the labels, or train on data that has them")
 
 
 # Baselines: what a model that ignores the input (or context) gets.

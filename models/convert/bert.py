@@ -135,6 +135,10 @@ def config_from_json(payload: dict, source: str, hf: bool) -> BertConfig:
     act = payload.get("hidden_act", "gelu")
     if act not in table:
         raise ConversionError(f"{source}: hidden_act {act!r} is not supported ({', '.join(table)})")
+    hidden, heads = payload.get("hidden_size"), payload.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and (heads < 1 or hidden % heads):
+        raise ConversionError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}: "
+                              f"each head takes hidden_size / num_attention_heads dimensions; fix the config")
     try:
         return BertConfig(vocab_size=payload["vocab_size"], num_layers=payload["num_hidden_layers"],
                           hidden_size=payload["hidden_size"], num_heads=payload["num_attention_heads"],
@@ -336,13 +340,9 @@ def safetensors_files(path: str) -> list[str]:
 def read_source(fmt: str, checkpoint: str, config_path: str | None):
     """-> (BertConfig, tensors, config path, lower_case hint or None)."""
     hf = fmt == "hf_bert"
-    if hf:
-        tensors = SafetensorsTensors(safetensors_files(checkpoint))
-        config_path = config_path or beside(checkpoint, HF_CONFIG)
-    else:
-        tensors = TF1Tensors(tf1_prefix(checkpoint))
-        config_path = config_path or beside(checkpoint, TF1_CONFIG)
-    config = config_from_json(read_json(config_path, "model config", "--config"), config_path, hf)
+    config_path = config_path or beside(checkpoint, HF_CONFIG if hf else TF1_CONFIG)
+    config = config_from_json(read_json(config_path, "model config", "--config"), config_path, hf)  # first: cheap
+    tensors = SafetensorsTensors(safetensors_files(checkpoint)) if hf else TF1Tensors(tf1_prefix(checkpoint))
     lower_case = None
     tokenizer_config = beside(checkpoint, "tokenizer_config.json")
     if hf and os.path.exists(tokenizer_config):

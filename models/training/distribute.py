@@ -70,6 +70,16 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                                                          and "chief" not in resolver.cluster_spec().as_dict())
 
 
+def chief_task() -> bool:
+    """`is_chief` before any strategy exists, from `TF_CONFIG` alone (no cluster, or one task: this is it)."""
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    cluster, task = config.get("cluster", {}), config.get("task", {})
+    if sum(len(tasks) for tasks in cluster.values()) <= 1 or not task:
+        return True
+    kind, index = task.get("type"), int(task.get("index", 0))
+    return kind == "chief" or (kind == "worker" and index == 0 and "chief" not in cluster)
+
+
 def worker_id(strategy: tf.distribute.Strategy) -> int:
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 0

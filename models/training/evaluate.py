@@ -7,7 +7,8 @@ Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint,
 metrics over the data (all full batches, or `--steps` of them): BERT `mlm_accuracy`, `mlm_loss`,
 `nsp_accuracy`; GPT `loss`, `perplexity`; biLM `forward_perplexity`, `backward_perplexity`, `perplexity`.
 Writes them to `model_dir/metrics.json` and prints them as one JSON object on the last line (a
-non-finite metric is `null`). Bad input: exit status 2 and one line on stderr (`--verbose`: the traceback).
+non-finite metric is `null`). Bad input: exit status 2 and one line on stderr (`--verbose`: the traceback),
+a damaged checkpoint named too; a corrupt eval shard: exit status 3, the shard named.
 """
 
 import argparse
@@ -21,7 +22,7 @@ import tensorflow as tf
 
 from models import families
 from models.training import distribute
-from models.training.train import distributed_dataset
+from models.training.train import CORRUPT_DATA, corrupt_shard, distributed_dataset
 from models.training.trainer import Trainer, json_safe
 from preprocessing import readers
 from preprocessing.user_errors import UserError, check_range, exit_status, require_dir, require_file, writable_file
@@ -90,6 +91,10 @@ def main(argv=None) -> int:
         strategy = distribute.make_strategy(args.strategy, args.tpu)
         try:
             result = json_safe(evaluate(args.model_dir, args.eval_data, args.steps, args.batch_size, strategy))
+        except tf.errors.DataLossError as e:
+            print(f"error: corrupt eval data: {corrupt_shard(args.eval_data, e)} (fix or drop the shard and rerun)",
+                  file=sys.stderr)
+            return CORRUPT_DATA
         except (FileNotFoundError, ValueError) as e:  # raised before any evaluation: about the input
             if isinstance(e, UserError):
                 raise

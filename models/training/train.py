@@ -7,7 +7,13 @@
 The data's `metadata.json` is checked before anything is built (model kind, sequence lengths; the
 vocabulary size becomes the model's). Running again with the same `model_dir` resumes from the last
 checkpoint (model, optimizer, step and data position); the model config must then be the one saved in
-`model_dir/config.json`, while training fields may change (e.g. more `train_steps`). The last line printed
+`model_dir/config.json`, and training fields default to the saved ones. A larger `train_steps` and the
+bookkeeping fields (log/eval/checkpoint intervals) may change; a smaller `train_steps` than the steps trained
+is refused, and so is any other changed field (learning rate, batch size, ...) unless `--allow_change FIELD`
+names it (config.json's `run.changes` then records from which step it applies: `models.training.rerun`).
+One run at a time: the run holds `model_dir/.train.lock`, and a second one is refused naming the first's
+host and PID; a lock left by a killed run on this host is taken over with a log line
+(`models.training.model_dir_lock`). The last line printed
 is one JSON object with the final training metrics (a non-finite value is `null`).
 
 Continued pretraining: `--init_checkpoint SOURCE` (a model_dir, e.g. one `models.convert` wrote) starts a new
@@ -33,6 +39,8 @@ import tensorflow as tf
 from models import config as config_lib
 from models import families
 from models.training import distribute
+from models.training import rerun
+from models.training.model_dir_lock import ModelDirLock
 from models.training.trainer import NonFiniteLossError, Trainer, json_safe
 from preprocessing import readers
 from preprocessing.user_errors import UserError, check_range, exit_status, writable_dir
@@ -59,6 +67,9 @@ def parse_args(argv):
                         help="start a new model_dir from this model_dir's weights (fresh optimizer, step 0)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any model or training config field (model.X / train.X when ambiguous)")
+    parser.add_argument(rerun.ALLOW_FLAG, dest="allow_change", action="append", default=[], metavar="FIELD[,FIELD]",
+                        help="resuming a model_dir: training fields (learning_rate, batch_size, ...) this run may "
+                        "change from its config.json (recorded there); without it such a rerun is refused")
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_args(argv)
 
@@ -123,10 +134,12 @@ def resolve(args) -> tuple:
                          f"{', '.join(families.presets(args.model))}")
     else:
         base = families.preset_config(args.model, args.preset, vocab_size=data["vocab_size"])
-    recipe = families.module(args.model).RECIPES.get(args.preset, {})  # the preset's training defaults
+    if saved and saved["model"] == args.model and saved["preset"] == args.preset:
+        train_base = saved["train_config"]  # a rerun continues with the saved training fields
+    else:
+        train_base = config_lib.TrainConfig(**families.module(args.model).RECIPES.get(args.preset, {}))
     try:
-        model_config, train_config = config_lib.apply_overrides(base, config_lib.TrainConfig(**recipe),
-                                                                args.overrides)
+        model_config, train_config = config_lib.apply_overrides(base, train_base, args.overrides)
     except ValueError as e:  # an OverrideError, or a config's own range check
         raise UserError(str(e)) from e
     check_configs(model_config, train_config)
@@ -203,6 +216,24 @@ def _main(args) -> int:
         if isinstance(e, UserError):
             raise
         raise UserError(str(e)) from e
+    if not distribute.chief_task():  # the chief holds the lock for the whole cluster
+        return _train(args, model_config, train_config, data, None)
+    with ModelDirLock(args.model_dir):
+        return _train(args, model_config, train_config, data, _rerun_changes(args, train_config))
+
+
+def _rerun_changes(args, train_config) -> list | None:
+    """Under the lock: refuses a rerun that contradicts the steps already trained (`models.training.rerun`);
+    returns config.json's `run.changes`."""
+    saved = (families.read_config(args.model_dir)
+             if tf.io.gfile.exists(os.path.join(args.model_dir, families.CONFIG_FILE)) else None)
+    done = rerun.trained_steps(tf.train.latest_checkpoint(args.model_dir))
+    allowed = {f.strip() for item in args.allow_change for f in item.split(",") if f.strip()}
+    return rerun.check_rerun(args.model_dir, done, saved and saved["train_config"], train_config, allowed,
+                             (saved or {}).get("run", {}).get("changes"))
+
+
+def _train(args, model_config, train_config, data, changes) -> int:
     strategy = distribute.make_strategy(args.strategy, args.tpu)
     task = families.make_task(args.model, model_config, data)
     trainer = Trainer(task, train_config, strategy, args.model_dir)
@@ -217,7 +248,8 @@ def _main(args) -> int:
                  f"; fresh weights the source lacks: {', '.join(fresh)}" if fresh else "")
     if trainer.chief:
         families.write_config(args.model_dir, args.model, args.preset, model_config, train_config, data,
-                              run={"mixed_precision": trainer.precision, "jit_compile": trainer.use_xla})
+                              run={"mixed_precision": trainer.precision, "jit_compile": trainer.use_xla,
+                                   **({"changes": changes} if changes else {})})
         _copy_vocab(args.train_data, args.model_dir)
     log.info("%s %s: %s parameters, %d replica(s), %s, XLA %s, from step %d to %d", args.model, args.preset,
              f"{trainer.model.count_params():,}", strategy.num_replicas_in_sync, trainer.precision,
@@ -230,16 +262,21 @@ def _main(args) -> int:
     try:
         metrics = trainer.train(train, evaluation)
     except tf.errors.DataLossError as e:
-        metadata, files = readers.read_metadata(args.train_data)
-        culprit = readers.find_corrupt_shard(files, metadata.compression)
-        where = f"{culprit[0]}: {culprit[1]}" if culprit else e.message.splitlines()[0]
-        print(f"error: corrupt training data: {where} (last checkpoint kept; fix or drop the shard and rerun)",
-              file=sys.stderr)
+        print(f"error: corrupt training data: {corrupt_shard(args.train_data, e)} (last checkpoint kept; fix or "
+              f"drop the shard and rerun)", file=sys.stderr)
         return CORRUPT_DATA
     signum = trainer.stopped_by_signal
     print(json.dumps(json_safe({"step": int(trainer.step.numpy()), **metrics,
                                 **({"stopped_by_signal": signum} if signum else {})})))
     return 128 + signum if signum else 0
+
+
+def corrupt_shard(pattern: str, error) -> str:
+    """`file: reason` for the shard of `pattern` behind `error` (a `DataLossError` from an interleaved read,
+    whose message names no file)."""
+    metadata, files = readers.read_metadata(pattern)
+    culprit = readers.find_corrupt_shard(files, metadata.compression)
+    return f"{culprit[0]}: {culprit[1]}" if culprit else error.message.splitlines()[0]
 
 
 def _copy_vocab(train_data: str, model_dir: str) -> None:

@@ -81,7 +81,7 @@ class Trainer:
     def restore(self) -> int:
         """Restores the latest checkpoint in `model_dir` if there is one; returns the step."""
         latest = tf.train.latest_checkpoint(self.model_dir)
-        if latest and not any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(latest)):
+        if latest and not any(name.startswith("optimizer/") for name, _ in families.checkpoint_variables(latest)):
             # A model-only checkpoint (`models.convert`): the weights and step, a fresh optimizer.
             families.restore(tf.train.Checkpoint(model=self.model, step=self.step), latest, partial=True)
             log.info("restored the model of %s (step %d); no optimizer state in it: starting afresh", latest,
@@ -94,10 +94,30 @@ class Trainer:
     def save(self) -> str:
         """Saves the current state, which must be finite (raises `NonFiniteLossError` otherwise)."""
         self._check_finite_weights()
-        path = self.manager.save(checkpoint_number=self.step)
+        try:
+            path = self.manager.save(checkpoint_number=self.step)
+        except (tf.errors.OpError, OSError) as e:  # a full disk, a quota, a lost mount
+            raise self._save_failed(e) from e
         if not self.chief:
             shutil.rmtree(self.manager.directory, ignore_errors=True)
         return path
+
+    def _save_failed(self, error) -> "CheckpointWriteError":
+        """Removes what the failed save left (`ckpt-N_temp/`, a partial `ckpt-N.*`); the error to raise."""
+        prefix = f"{self.manager._checkpoint_prefix}-{int(self.step.numpy())}"
+        for leftover in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
+            try:
+                if tf.io.gfile.isdir(leftover):
+                    tf.io.gfile.rmtree(leftover)
+                else:
+                    tf.io.gfile.remove(leftover)
+            except (tf.errors.OpError, OSError):
+                pass
+        reason = (getattr(error, "message", None) or str(error)).strip().splitlines()[0][:300]
+        last = self.manager.latest_checkpoint
+        return CheckpointWriteError(f"cannot write checkpoint {prefix} ({reason}): nothing of it is kept; free "
+                                    f"space and rerun, which " + (f"resumes from {last}" if last else
+                                                                  "starts again from step 0"))
 
     # --- the compiled steps -----------------------------------------------------------------------------
 
@@ -301,6 +321,10 @@ class Trainer:
             raise KeyboardInterrupt
         self._stop_signal = signum
         log.warning("signal %d: saving a checkpoint after the current steps", signum)
+
+
+class CheckpointWriteError(UserError):
+    """A checkpoint could not be written (disk full, quota); its partial files were removed."""
 
 
 class NonFiniteLossError(UserError):

@@ -235,8 +235,11 @@ def test_cli_from_a_model_dir_writes_model_metrics_and_serving(exports, sentimen
     assert finetune.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
                           sentiment[1], "--output_dir", str(out), "--set", "nope=1"]) == 2
     assert "unknown key" in capsys.readouterr().err
-    assert finetune.main(["--task", "squad", "--module", exports["gpt"], "--train", sentiment[0], "--eval",
+    assert finetune.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
                           sentiment[1], "--output_dir", str(out)]) == 2
+    assert "holds an earlier fine-tuning" in capsys.readouterr().err  # --overwrite replaces it
+    assert finetune.main(["--task", "squad", "--module", exports["gpt"], "--train", sentiment[0], "--eval",
+                          sentiment[1], "--output_dir", str(tmp_path / "squad")]) == 2
 
 
 def test_entities_are_read_as_conlleval_does():

@@ -1,0 +1,137 @@
+"""A data job stopped by SIGTERM cleans up as one stopped by Ctrl-C does.
+
+Python turns SIGINT into `KeyboardInterrupt`, which the jobs' clean-up catches; SIGTERM (what `kill`,
+schedulers and containers send) ends the process at once by default, leaving full-named shards and
+`vocab.txt` behind. `terminate_raises` makes SIGTERM raise `Terminated` in the main thread instead. The
+local multi-processing runner's workers are child processes that a `kill PID` does not reach (Ctrl-C in a
+terminal reaches the whole process group): `stop_new_children` stops those the job started, before the
+clean-up, so that none renames a finished shard into place afterwards. Linux (`/proc`); elsewhere it
+stops nothing.
+"""
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM under `terminate_raises` (a BaseException, as KeyboardInterrupt:
+    `except Exception` does not swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminate_raises():
+    """Inside: SIGTERM raises `Terminated`; yields the process's child PIDs at entry (see `stop_new_children`).
+    Outside the main thread signals cannot be handled: then nothing changes.
+
+    Python runs a signal handler only when the main thread returns to Python code, and the local runner's
+    main thread waits inside gRPC for its workers, which a `kill PID` does not reach: it would wait forever.
+    So the signal's C-level handler also writes to a wake-up pipe (`signal.set_wakeup_fd`); a watcher thread
+    reading it stops the job's workers (SIGTERM and SIGINT), the main thread's wait ends, and the Python
+    handler raises."""
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    before = descendants()
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield before
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd)
+    watcher = threading.Thread(target=_watch, args=(read_fd, before), name="stop-workers-on-signal", daemon=True)
+    watcher.start()
+    excepthook = threading.excepthook
+    try:
+        yield before
+    finally:
+        threading.excepthook = excepthook
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGTERM, previous)
+        os.close(write_fd)  # the watcher reads end-of-file and returns
+        watcher.join()
+        os.close(read_fd)
+
+
+def _watch(read_fd: int, before: set[int]) -> None:
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data or signal.SIGINT in data:
+            threading.excepthook = _quiet  # the runner's threads fail as their workers go: not news
+            stop_new_children(before)
+
+
+def _quiet(args) -> None:
+    pass
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """The PIDs of `pid`'s (default: this process's) children, grandchildren, ... that are running."""
+    parents = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in names:
+        if name.isdigit():
+            state = _stat(int(name))
+            if state and state[0] != "Z":
+                parents.setdefault(state[1], []).append(int(name))
+    found, todo = set(), [pid or os.getpid()]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def stop_new_children(before: set[int], timeout: float = 30.0) -> None:
+    """SIGTERMs this process's descendants not in `before`; waits until they are gone (SIGKILL after
+    `timeout` seconds)."""
+    new = descendants() - before
+    for pid in new:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while new:
+        new = {pid for pid in new if _running(pid)}
+        if new and time.monotonic() > deadline:
+            for pid in new:
+                _signal(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout
+        time.sleep(0.05)
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent PID) of `pid`, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running(pid: int) -> bool:
+    state = _stat(pid)
+    return state is not None and state[0] != "Z"
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,104 @@
+"""The data job stopped by SIGTERM cleans up as on Ctrl-C (its local workers stopped too); a one-document
+corpus is warned about (NSP); over-long lines are reported as skipped, with their line numbers."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import pretraining_data
+from pipeline.termination import descendants
+from preprocessing.metadata import DatasetMetadata
+from tests.conftest import ROOT
+from tests.pipeline.test_pretraining_data_job import SENTENCES, run_job as _run_job
+
+
+def run_job(corpus, vocab, out, *extra):
+    model = [] if "--model" in extra else ["--model", "bert"]
+    return _run_job(corpus, vocab, out, *model, *extra)
+
+
+def _wait_for(condition, what: str, timeout: float = 600.0, proc=None):
+    """Polls `condition` until true; fails naming `what` after `timeout` s or when `proc` ended first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the job ended (status {proc.returncode}) before {what}: {proc.stderr.read()}")
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.1)
+
+
+def test_sigterm_stops_the_workers_and_leaves_no_output(bert_vocab_path, tmp_path):
+    corpus = tmp_path / "big.txt"
+    corpus.write_text("\n\n".join("\n".join(SENTENCES[i % 7:] + SENTENCES[:i % 7]) for i in range(4000)) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("kept")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--input",
+                             str(corpus), "--vocab", bert_vocab_path, "--output_dir", str(out), "--num_shards", "4",
+                             "--direct_num_workers", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        # the job is running once its vocab.txt is written and its local workers have started
+        _wait_for(lambda: (out / "vocab.txt").exists() and descendants(proc.pid), "running workers", proc=proc)
+        workers = descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=600)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by signal 15; this run's output was removed" in err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    _wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in workers), "workers gone",
+              timeout=120)
+    assert sorted(os.listdir(out)) == ["notes.txt"]  # no shard, no .incomplete, no vocab.txt, no metadata
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_one_document_corpus_is_warned_about_for_nsp(bert_vocab_path, tmp_path, capsys):
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("\n".join(SENTENCES * 4) + "\n")  # no blank line: one document
+    assert run_job(str(corpus), bert_vocab_path, tmp_path / "out", "--max_seq_length", "32") == 0
+    err = capsys.readouterr().err
+    assert ("warning: the corpus is one document (no blank line between documents): every BERT pair's second "
+            "segment is its real next one, so all next_sentence_labels are 0 ('is next')") in err
+    assert run_job(str(corpus), bert_vocab_path, tmp_path / "gpt", "--model", "gpt", "--max_seq_length", "8") == 0
+    assert "one document" not in capsys.readouterr().err  # no NSP there
+
+
+def test_an_over_long_line_is_reported_as_skipped_with_its_number(bert_vocab_path, tmp_path, capsys):
+    alone = tmp_path / "alone.txt"
+    alone.write_bytes(b"word " * (3 << 18) + b"\n")  # 3.75 MiB, the corpus's only line
+    assert run_job(str(alone), bert_vocab_path, tmp_path / "a") == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"error: the corpus produced no examples: 1 line(s) over the 1 MiB line limit were skipped "
+                   f"({alone} line 1; put one sentence per line), and the rest is shorter than one window; "
+                   f"nothing written")
+
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_bytes(("\n".join(SENTENCES) + "\n\n").encode() * 3 + b"x" * (2 << 20) + b"\n\n"
+                      + ("\n".join(SENTENCES) + "\n").encode())
+    assert run_job(str(mixed), bert_vocab_path, tmp_path / "m", "--max_seq_length", "32") == 0
+    line = 3 * (len(SENTENCES) + 1) + 1
+    assert (f"warning: 1 line(s) over the 1 MiB line limit were skipped ({mixed} line {line}; put one sentence "
+            f"per line)") in capsys.readouterr().err
+    metadata = DatasetMetadata.read(str(tmp_path / "m"))
+    assert metadata.skipped_lines == (f"{mixed}:{line}",) and metadata.counters["lines_over_max_bytes"] == 1
+    assert not any(k.startswith("@") for k in metadata.counters)
+
+
+def test_warnings_name_a_few_lines_and_count_the_rest():
+    note = pretraining_data.skipped_lines_note(5, ("a.txt:3", "a.txt:9"))
+    assert note == "5 line(s) over the 1 MiB line limit were skipped (a.txt line 3, a.txt line 9, 3 more; " \
+                   "put one sentence per line)"
