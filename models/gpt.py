@@ -6,10 +6,14 @@ the output layer tied to the token embedding (no bias). keras-hub's `Transformer
 `use_causal_mask=True` provides the blocks. Three config fields change the recipe, measured in
 `docs/learning.md`: `output_bias` (a learned bias on the logits, as BERT's MLM head has), `tie_output=False`
 (an output matrix of its own) and `normalize_first` (pre-layer-norm blocks and a final layer norm, GPT-2).
-A small tied model without an output bias collapses to a context-free unigram predictor: the output then
-needs the token embeddings themselves to carry the unigram distribution, and every position's hidden state
-becomes the same vector. The tiny presets therefore take the bias. Windows have no padding (the data job packs documents), so no padding mask is
-needed; a right-padded batch is still correct for the real positions, which never see later ones.
+A small tied model trained with Adam at a high rate collapses to a context-free unigram predictor: the
+output's softmax gradient moves every row of the shared matrix along one direction (Adam gives a rare
+token's small gradient a full-sized step), the inputs stop telling tokens apart, and every position's hidden
+state becomes the same vector. A bias does not prevent it; an untied output does, so the tiny presets take
+`tie_output=False` (with a bias, as an untied output layer usually has).
+
+Windows have no padding (the data job packs documents), so no padding mask is needed; a right-padded batch
+is still correct for the real positions, which never see later ones.
 
 Example:
     task = GptTask(GptConfig(**PRESETS["gpt_tiny"], vocab_size=8000), max_seq_length=128)

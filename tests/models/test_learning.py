@@ -84,4 +84,4 @@ def test_predictions_depend_on_the_input(trained):
 
 def test_heldout_loss_is_far_below_the_unigram(trained):
     loss = trained["final"]["mlm_loss" if trained["kind"] == "bert" else "loss"]
-    assert loss < trained["unigram"] - 1.0, (trained["kind"], loss, trained["unigram"])
+    assert loss < trained["unigram"] - 0.75, (trained["kind"], loss, trained["unigram"])

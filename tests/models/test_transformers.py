@@ -19,7 +19,8 @@ def _layer_norm(x, gamma, beta, eps):
 
 @pytest.fixture(scope="module")
 def tiny_bert():
-    task = bert.BertTask(bert.BertConfig(**bert.PRESETS["bert_tiny"], vocab_size=50, dropout=0.0), 12, 3)
+    config = bert.BertConfig(**{**bert.PRESETS["bert_tiny"], "tie_output": True}, vocab_size=50, dropout=0.0)
+    task = bert.BertTask(config, 12, 3)
     return task, task.build_model()
 
 
@@ -120,7 +121,8 @@ def test_published_sizes_have_the_published_parameter_counts():
 
 @pytest.fixture(scope="module")
 def tiny_gpt():
-    task = gpt.GptTask(gpt.GptConfig(**gpt.PRESETS["gpt_tiny"], vocab_size=40, dropout=0.0), 10)
+    fields = {**gpt.PRESETS["gpt_tiny"], "tie_output": True, "output_bias": False}  # GPT-1's output layer
+    task = gpt.GptTask(gpt.GptConfig(**fields, vocab_size=40, dropout=0.0), 10)
     return task, task.build_model()
 
 
@@ -145,6 +147,31 @@ def test_gpt_output_is_tied_to_the_token_embedding(tiny_gpt):
     loss, stats = task.loss_and_stats(model, {"input_word_ids": ids}, ids, np.ones((2, 10), np.float32), False)
     metrics = task.metrics({k: (float(s), float(c)) for k, (s, c) in stats.items()})
     assert metrics["perplexity"] == pytest.approx(np.exp(float(loss)), rel=1e-4)
+
+
+def test_gpt_untied_output_with_bias_and_pre_ln():
+    fields = {**gpt.PRESETS["gpt_tiny"], "tie_output": False, "output_bias": True, "normalize_first": True}
+    model = gpt.build_decoder(gpt.GptConfig(**fields, vocab_size=40, dropout=0.0))
+    bias = model.get_layer("output_bias").bias
+    bias.assign(np.linspace(-1, 1, 40).astype(np.float32))
+    ids = np.random.default_rng(8).integers(5, 40, (2, 10))
+    out = model({"input_word_ids": ids})
+    embedding = model.get_layer("token_embedding")
+    hidden = out["hidden_states"].numpy()  # after the final layer norm: unit variance per position
+    np.testing.assert_allclose(hidden.std(-1), 1.0, atol=1e-2)
+    expected = hidden @ embedding.reverse_embeddings.numpy() + bias.numpy()  # [B, T, V]: its own matrix
+    np.testing.assert_allclose(out["logits"], expected, atol=1e-4)
+    assert not np.allclose(embedding.reverse_embeddings.numpy(), embedding.embeddings.numpy().T)
+    # the untied matrix and the bias are trained weights (the bias free of weight decay: named `bias`)
+    names = {v.path for v in model.trainable_variables}
+    assert "output_bias/bias" in names and any(n.endswith("reverse_embeddings") for n in names)
+
+
+def test_the_tiny_presets_untie_their_outputs():
+    assert gpt.PRESETS["gpt_tiny"]["tie_output"] is False and bert.PRESETS["bert_tiny"]["tie_output"] is False
+    model = bert.build_pretrainer(bert.BertConfig(**bert.PRESETS["bert_tiny"], vocab_size=50))
+    head = model.get_layer("mlm_head")
+    assert head.token_embedding is None and tuple(head._kernel.shape) == (128, 50)
 
 
 def test_sequence_longer_than_positions_is_refused():
