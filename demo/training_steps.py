@@ -17,10 +17,12 @@ import time
 from demo import commands
 from demo.data_steps import pattern
 
-# Brief-run recipe per from-scratch model: peak learning rate (warm-up: a tenth of the steps), batch 32, and
-# the share of `--demo_steps` it gets (measured: see docs/demo.md).
+# Brief-run recipe per from-scratch model on top of its tiny preset (untied outputs): peak learning rate
+# (warm-up: a tenth of the steps), batch 32, the share of `--demo_steps` it gets, and model fields for a run
+# this short (no dropout: 300 steps cannot overfit). Measured in docs/learning.md.
 LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
 STEP_SHARES = {"bert": 1.0, "gpt": 0.5, "bilm": 1.0}
+MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {"dropout": 0.0}, "bilm": {}}
 # The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
 # fine-tuning rate so that a short run adapts it without erasing what it knows.
 MINILM_BATCH = 16
@@ -80,7 +82,8 @@ def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict) -> di
         n = max(1, round(steps * STEP_SHARES[model]))
         metrics = train(model_dir, pattern(data_dir, model), pattern(data_dir, f"{model}_heldout"),
                         examples[f"{model}_heldout"], 32, ["--model", model, "--preset", f"{model}_tiny",
-                                                           *_flags(n, batch_size=32, learning_rate=learning_rate)])
+                                                           *_flags(n, batch_size=32, learning_rate=learning_rate,
+                                                                  **MODEL_FLAGS[model])])
         results[model] = {"model_dir": model_dir, **metrics, "steps": n}
     return results
 
