@@ -85,8 +85,29 @@ def _sum_counts(counts) -> Counts:
 
 
 def _rank(cluster) -> tuple:
-    """Larger clusters first, then the smaller kept id (ids are tuples of ints)."""
-    return cluster["size"], tuple(-x for x in cluster["kept"])
+    """Larger clusters first, then the smaller kept id (ids are tuples of ints); rule and sample break ties, so
+    the order is total and the same on every runner."""
+    return cluster["size"], tuple(-x for x in cluster["kept"]), cluster["rule"], cluster["sample"]
+
+
+class LargestClusters(beam.CombineFn):
+    """The `n` largest clusters, as a list (a combiner, so no worker holds them all; Beam's `Top.Of` emits in
+    `finish_bundle`, which the Dask runner drops)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, accumulator, cluster):
+        return self.merge_accumulators([accumulator, [cluster]])
+
+    def merge_accumulators(self, accumulators):
+        return sorted((c for a in accumulators for c in a), key=_rank, reverse=True)[:self.n]
+
+    def extract_output(self, accumulator):
+        return list(accumulator)
 
 
 def _report(gathered) -> dict:
@@ -129,7 +150,7 @@ class CleanDocuments(beam.PTransform):
         if clusters and config.dedup.report_clusters:
             parts.append(tuple(clusters)
                          | "AllClusters" >> beam.Flatten()
-                         | "Largest" >> beam.combiners.Top.Of(config.dedup.report_clusters, key=_rank))
+                         | "Largest" >> beam.CombineGlobally(LargestClusters(config.dedup.report_clusters)))
         report = (tuple(parts)
                   | "ReportParts" >> beam.Flatten()
                   | "GatherReport" >> beam.combiners.ToList()
