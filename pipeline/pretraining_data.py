@@ -172,7 +172,8 @@ def check_args(args, beam_args) -> None:
     check_range("--docs_per_bucket", args.docs_per_bucket, 1)
     require_file("--vocab", args.vocab)
     writable_dir("--output_dir", args.output_dir)
-    clean_report.clean_config(args), clean_report.heldout_files(args)
+    clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
+    clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
 
 
 def prepare(args) -> tuple[JobConfig, list[str]]:

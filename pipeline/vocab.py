@@ -183,7 +183,8 @@ def check_args(args, beam_args) -> list[str]:
     check_range("--limit_alphabet", args.limit_alphabet, 1)
     writable_file("--output", args.output)
     writable_file("--output", args.output + ".json")
-    clean_report.clean_config(args), clean_report.heldout_files(args)
+    clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
+    clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
     return corpus_io.check_pattern(args.input)
 
 

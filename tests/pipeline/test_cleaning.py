@@ -9,7 +9,7 @@ import random
 import apache_beam as beam
 import pytest
 
-from pipeline import clean, pretraining_data
+from pipeline import clean, pretraining_data, vocab
 from pipeline.cleaning import CleanConfig, CleanDocuments
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
@@ -213,3 +213,15 @@ def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_v
     assert cleaned["counters"]["documents_with_tokens"] == 11 < plain["counters"]["documents_with_tokens"] == 15
     assert sorted(os.listdir(tmp_path / "clean")) == sorted(os.listdir(tmp_path / "plain") + ["cleaning.json",
                                                                                              "cleaning.md"])
+
+
+def test_vocab_job_learns_from_the_cleaned_text(job_inputs, tmp_path):
+    corpus, held = job_inputs
+    out = str(tmp_path / "vocab.txt")
+    assert vocab.run(["--input", corpus, "--output", out, "--vocab_size", "200", "--dedup", "exact",
+                      "--decontaminate", held, "--runner", "FnApiRunner"]) == 0
+    meta = json.loads(open(out + ".json").read())
+    assert meta["config"]["dedup"] == "exact" and meta["counters"]["dedup_exact_documents"] == 1
+    assert meta["counters"]["decontaminate_exact_documents"] == 1 and meta["counters"]["clean_documents_kept"] == 12
+    report = json.loads(open(out + ".cleaning.json").read())
+    assert report["summary"].startswith("vocab: cleaning kept 12 of 15 documents")
