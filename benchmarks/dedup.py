@@ -10,9 +10,10 @@ should be dropped when some document with a smaller id has Jaccard >= the thresh
 stage (`pipeline.cleaning` with `near` only, in-process runner) drops some: precision and recall of the
 dropped set, overall and per planted edit rate.
 
-Cost: `pipeline.pretraining_data --model bert` on the same corpus (4 files, in-process runner so the figure
-is one process's CPU), without and with `--dedup all --filters c4`, and `--dedup all` at `--scale` times
-the corpus: the extra CPU per document and the process's peak RSS (`benchmarks/_proc.run_tree`).
+Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (4 files, in-process runner so the figure is
+one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents), without and with
+`--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the two sizes
+(start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`).
 
 Each run appends its figures, the commit and the CPU model to `benchmarks/dedup_results.jsonl` and prints
 the change against the last run on the same CPU model.
@@ -117,33 +118,45 @@ def quality(docs, tmp: str) -> dict:
             "exact_all_pairs_s": round(exact_s, 1)}
 
 
-def cost(docs, tmp: str, scale: int) -> dict:
-    pattern = write_files(docs, os.path.join(tmp, "cost1x"))
-    big = write_files(docs * scale, os.path.join(tmp, f"cost{scale}x"))
+def cost(args, tmp: str) -> dict:
+    """CPU and peak RSS of the pretraining-data job without and with cleaning, at 1x and `scale`x distinct
+    documents (more planted copies of more base documents); the extra CPU per document from the difference
+    between the two sizes, so the process start-up (about 6 s of imports) cancels out."""
+    sizes = {1: None, args.scale: None}
+    for m in sizes:
+        docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
+        sizes[m] = (write_files(docs, os.path.join(tmp, f"cost{m}x")), len(docs))
     vocab = os.path.join(tmp, "vocab.txt")
-    _proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
+    _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
-    base = ["-m", "pipeline.pretraining_data", "--model", "bert", "--vocab", vocab, "--max_seq_length", "128",
-            "--dupe_factor", "1", "--num_shards", "4", "--runner", "FnApiRunner", "--progress_seconds", "0"]
-    runs = {"plain": [], "clean": ["--dedup", "all", "--filters", "c4"], "dedup_1x": ["--dedup", "all"],
-            f"dedup_{scale}x": ["--dedup", "all"]}
+    runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
     figures = {}
-    for name, extra in runs.items():
-        corpus = big if name.endswith(f"{scale}x") and scale > 1 else pattern
-        out = os.path.join(tmp, f"out_{name}")
-        cmd = [sys.executable, *base, "--input", corpus, "--output_dir", out, *extra]
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        run = _proc.run_tree(cmd, os.path.join(tmp, f"{name}.log"), cwd=root,
-                             env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
-        if run["rc"]:
-            raise RuntimeError(open(os.path.join(tmp, f"{name}.log")).read()[-3000:])
-        n = len(docs) * (scale if corpus == big else 1)
-        figures[name] = {"cpu_s": round(run["cpu_s"], 1), "cpu_ms_per_document": round(1000 * run["cpu_s"] / n, 2),
-                         "peak_rss_mb": round(run["kernel_max_rss_mb"])}
-    plain = figures["plain"]["cpu_s"]
-    figures["overhead_dedup"] = round(figures["dedup_1x"]["cpu_s"] / plain - 1, 3)
-    figures["overhead_clean"] = round(figures["clean"]["cpu_s"] / plain - 1, 3)
+    for m, (pattern, n) in sizes.items():
+        for name, extra in runs.items():
+            if name == "clean" and m != 1:
+                continue
+            run = _job(pattern, vocab, os.path.join(tmp, f"{name}_{m}x"), extra)
+            figures[f"{name}_{m}x"] = {"documents": n, "cpu_s": round(run["cpu_s"], 1),
+                                       "peak_rss_mb": round(run["kernel_max_rss_mb"])}
+    small, big = (sizes[m][1] for m in sorted(sizes))
+    marginal = {name: (figures[f"{name}_{args.scale}x"]["cpu_s"] - figures[f"{name}_1x"]["cpu_s"]) / (big - small)
+                for name in ("plain", "dedup")}
+    figures["cpu_ms_per_document"] = {k: round(1000 * v, 2) for k, v in marginal.items()}
+    figures["overhead_dedup_per_document"] = round(marginal["dedup"] / marginal["plain"] - 1, 3)
+    figures["overhead_dedup_whole_job_1x"] = round(figures["dedup_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
+    figures["overhead_clean_whole_job_1x"] = round(figures["clean_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
     return figures
+
+
+def _job(pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--vocab", vocab,
+           "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4", "--runner", "FnApiRunner",
+           "--progress_seconds", "0", "--input", pattern, "--output_dir", out, *extra]
+    run = _proc.run_tree(cmd, out + ".log", cwd=root, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    if run["rc"]:
+        raise RuntimeError(open(out + ".log").read()[-3000:])
+    return run
 
 
 def _cpu_model() -> str:
@@ -183,7 +196,7 @@ def main(argv=None) -> dict:
         figures["quality"] = quality(docs, tmp)
         print(json.dumps(figures["quality"]), flush=True)
         if not args.skip_cost:
-            figures["cost"] = cost(docs, tmp, args.scale)
+            figures["cost"] = cost(args, tmp)
             print(json.dumps(figures["cost"]), flush=True)
     record(figures)
     return figures
