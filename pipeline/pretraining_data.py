@@ -20,6 +20,7 @@ The output is byte-identical for the same input and seed whatever the runner or 
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -27,7 +28,7 @@ import time
 import apache_beam as beam
 import tensorflow as tf
 
-from pipeline import corpus_io, progress
+from pipeline import clean_report, corpus_io, progress
 from pipeline.buckets import AssignBuckets
 from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
                                      total)
@@ -48,13 +49,16 @@ _BATCH_DOCUMENTS = 256
 class TokenizedDocuments(beam.PTransform):
     """`(file index, path)` pairs -> (`(document id, tokenized document)`, the reader's `Counts`)."""
 
-    def __init__(self, config: JobConfig, progress_folder: str | None = None):
+    def __init__(self, config: JobConfig, progress_folder: str | None = None, args=None):
         super().__init__()
-        self.config, self.progress_folder = config, progress_folder
+        self.config, self.progress_folder, self.args = config, progress_folder, args
+        self.cleaning_report = None  # with cleaning flags: the report PCollection (`pipeline.cleaning`)
 
     def expand(self, files):
         read = files | "ReadDocuments" >> beam.ParDo(ReadDocuments(progress_folder=self.progress_folder))
         documents, counts = split_counts(read, "Read")
+        if self.args is not None:
+            documents, self.cleaning_report = clean_report.clean_step(files.pipeline, self.args, documents)
         batches = (documents
                    | "KeyByBatch" >> beam.Map(lambda doc: ((doc[0][0], doc[0][1] // _BATCH_DOCUMENTS), doc))
                    | "BatchDocuments" >> beam.GroupByKey()
@@ -65,9 +69,11 @@ class TokenizedDocuments(beam.PTransform):
 
 
 def build_pipeline(p, args, config: JobConfig, files: list[str], progress_folder: str | None = None):
-    docs, read_counts = (p
-                         | "Files" >> beam.Create(list(enumerate(files)))
-                         | "Documents" >> TokenizedDocuments(config, progress_folder))
+    tokenized = TokenizedDocuments(config, progress_folder, args)
+    docs, read_counts = p | "Files" >> beam.Create(list(enumerate(files))) | "Documents" >> tokenized
+    if tokenized.cleaning_report is not None:  # --dedup / --filters / --decontaminate
+        cleaned = tokenized.cleaning_report | "CleanReport" >> beam.Map(_write_clean_report, args, files)
+        read_counts = (read_counts, cleaned) | "WithCleanCounts" >> beam.Flatten()
     summaries = (docs
                  | "AssignBuckets" >> AssignBuckets(config.seed, args.num_shards, args.docs_per_bucket,
                                                     _BATCH_DOCUMENTS)
@@ -81,10 +87,16 @@ def build_pipeline(p, args, config: JobConfig, files: list[str], progress_folder
      | "WriteMetadata" >> beam.Map(_finish, args.output_dir, _metadata(args, config, files)))
 
 
+def _write_clean_report(report, args, files) -> Counts:
+    base = os.path.join(args.output_dir, clean_report.REPORT_FILES[0].removesuffix(".json"))
+    clean_report.write_report(report, base, files, clean_report.heldout_files(args), "pretraining_data")
+    return Counts(report["counters"])
+
+
 def _metadata(args, config: JobConfig, files) -> DatasetMetadata:
     """What is known before the job runs; `_finish` adds the shards and counts."""
     vocab = Vocabulary(config.vocab_tokens)
-    job = {k: v for k, v in vars(args).items() if k != "progress_seconds"}  # the output's bytes ignore it
+    job = clean_report.job_config(args)  # not progress_seconds (the output's bytes ignore it)
     job.update(max_seq_length=config.max_seq_length, lower_case=config.lower_case)
     features = schema.features_for({"model": config.model, "config": job})
     return DatasetMetadata(schema_version=schema.SCHEMA_VERSION, model=config.model, config=job,
@@ -168,6 +180,7 @@ def parse_args(argv):
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     progress.add_argument(parser)
+    clean_report.add_arguments(parser)
     return parser.parse_known_args(argv)
 
 
@@ -190,6 +203,8 @@ def check_args(args, beam_args) -> None:
     check_range("--docs_per_bucket", args.docs_per_bucket, 1)
     require_file("--vocab", args.vocab)
     writable_dir("--output_dir", args.output_dir)
+    clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
+    clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
 
 
 def prepare(args) -> tuple[JobConfig, list[str]]:
@@ -215,6 +230,7 @@ def prepare(args) -> tuple[JobConfig, list[str]]:
 
 def _clear(output_dir: str, vocab: bool = False) -> None:
     names = [f for f in previous_run(output_dir) if f != METADATA] + (["vocab.txt"] if vocab else [])
+    names += list(clean_report.REPORT_FILES)
     for name in [METADATA] + names:  # metadata first
         path = os.path.join(output_dir, name)
         if tf.io.gfile.exists(path):
@@ -272,6 +288,10 @@ def _report(args, seconds):
         print(f"  {name:<28} {counters[name]:>12,}", file=sys.stderr)
     files = metadata.files
     print(f"  {'shards':<28} {len(files):>12,}  {files[0]} ...", file=sys.stderr)
+    report = os.path.join(args.output_dir, clean_report.REPORT_FILES[0])
+    if tf.io.gfile.exists(report):
+        with tf.io.gfile.GFile(report) as f:
+            print(json.load(f)["summary"], file=sys.stderr)
     for warning in warnings_for(metadata):
         print(f"warning: {warning}", file=sys.stderr)
 

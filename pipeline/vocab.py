@@ -21,7 +21,7 @@ import sys
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import corpus_io, progress
+from pipeline import clean_report, corpus_io, progress
 from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_options, quiet_worker_logs,
                                      split_counts, total)
 from pipeline.worker_stderr import without_worker_tracebacks
@@ -107,15 +107,41 @@ def build_pipeline(p: beam.Pipeline, args: argparse.Namespace, progress_folder: 
     config = LearnerConfig(vocab_size=args.vocab_size, reserved_tokens=tuple(args.reserved_tokens),
                            num_unused=args.num_unused, min_frequency=args.min_frequency,
                            limit_alphabet=args.limit_alphabet)
-    job_config = {k: v for k, v in vars(args).items() if k != "progress_seconds"}  # the output's bytes ignore it
-    read = p | "Read" >> corpus_io.ReadCorpusLines(args.input, _BATCH_LINES, progress_folder)
-    batches, counts = split_counts(read, "Read")
+    job_config = clean_report.job_config(args)  # not progress_seconds (the output's bytes ignore it)
+    if clean_report.clean_config(args).active:
+        batches, counts = _cleaned_line_batches(p, args, progress_folder)
+    else:
+        read = p | "Read" >> corpus_io.ReadCorpusLines(args.input, _BATCH_LINES, progress_folder)
+        batches, counts = split_counts(read, "Read")
     spread = progress.tally(batches | "Spread" >> beam.Reshuffle(), progress_folder, "counted", len)
     word_counts = spread | "CountWords" >> CountWords(args.lower_case)
     ((word_counts, counts)
      | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
      | "Learn" >> beam.Map(_write_vocabulary, config, args.output, job_config))
+
+
+def _write_clean_report(report, args, files) -> Counts:
+    clean_report.write_report(report, args.output + ".cleaning", files, clean_report.heldout_files(args), "vocab")
+    return Counts(report["counters"])
+
+
+def _cleaned_line_batches(p, args, progress_folder):
+    """With cleaning flags: documents read, cleaned (`pipeline.cleaning`), and their lines in batches; the
+    report goes to `<output>.cleaning.json` / `.md` and its counters into the vocabulary's metadata."""
+    from pipeline.documents import ReadDocuments
+
+    files = corpus_io.check_pattern(args.input)
+    read = (p | "Files" >> beam.Create(list(enumerate(files)))
+            | "ReadDocuments" >> beam.ParDo(ReadDocuments(progress_folder=progress_folder)))
+    documents, counts = split_counts(read, "Read")
+    kept, report = clean_report.clean_step(p, args, documents)
+    batches = (kept
+               | "KeyByBatch" >> beam.Map(lambda doc: ((doc[0][0], doc[0][1] // 256), doc[1]))
+               | "BatchDocuments" >> beam.GroupByKey()
+               | "Lines" >> beam.MapTuple(lambda _, docs: [line for doc in docs for line in doc]))
+    written = report | "CleanReport" >> beam.Map(_write_clean_report, args, files)
+    return batches, (counts, written) | "WithCleanCounts" >> beam.Flatten()
 
 
 def parse_args(argv):
@@ -134,6 +160,7 @@ def parse_args(argv):
     parser.add_argument("--limit_alphabet", type=int, default=1000)
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     progress.add_argument(parser)
+    clean_report.add_arguments(parser)
     return parser.parse_known_args(argv)
 
 
@@ -156,6 +183,8 @@ def check_args(args, beam_args) -> list[str]:
     check_range("--limit_alphabet", args.limit_alphabet, 1)
     writable_file("--output", args.output)
     writable_file("--output", args.output + ".json")
+    clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
+    clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
     return corpus_io.check_pattern(args.input)
 
 
@@ -184,6 +213,9 @@ def _run(args, beam_args) -> int:
     for name, value in {**meta["counters"], "words": meta["words"], "distinct_words": meta["distinct_words"]}.items():
         print(f"vocab: {name} = {value}", file=sys.stderr)
     print(f"vocab: wrote {args.output} ({args.output}.json beside it)", file=sys.stderr)
+    if clean_report.clean_config(args).active:
+        with FileSystems.open(args.output + ".cleaning.json") as f:
+            print(json.load(f)["summary"], file=sys.stderr)
     return 0
 
 

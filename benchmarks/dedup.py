@@ -1,0 +1,206 @@
+"""Benchmark of the near-duplicate stage: precision and recall against exact all-pairs Jaccard, and its cost.
+
+    .venv/bin/python -m benchmarks.dedup [--base 1000] [--per_rate 40] [--exact 40] [--skip_cost]
+
+Quality: a synthetic corpus (Zipf-distributed words, 4-12 sentences of 8-20 words per document) of `--base`
+documents, plus planted copies: `--exact` exact copies, and `--per_rate` copies at each word-substitution rate
+of `RATES`. The truth is computed exactly over all pairs: the Jaccard similarity of every pair of documents
+that shares a shingle (an inverted index over the shingles; pairs sharing none have similarity 0). A document
+should be dropped when some document with a smaller id has Jaccard >= the threshold (the stage's rule); the
+stage (`pipeline.cleaning` with `near` only, in-process runner) drops some: precision and recall of the
+dropped set, overall and per planted edit rate.
+
+Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (4 files, in-process runner so the figure is
+one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents), without and with
+`--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the two sizes
+(start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`).
+
+Each run appends its figures, the commit and the CPU model to `benchmarks/dedup_results.jsonl` and prints
+the change against the last run on the same CPU model.
+"""
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks import _proc
+from preprocessing import near_duplicates
+
+RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dedup_results.jsonl")
+
+
+def zipf_words(rng, size=20000, s=1.1):
+    weights = [1.0 / (k ** s) for k in range(1, size + 1)]
+    return lambda n: [f"w{k}" for k in rng.choices(range(size), weights=weights, k=n)]
+
+
+def make_corpus(base: int, per_rate: int, exact: int, seed: int = 0) -> list[list[str]]:
+    """Base documents, then exact copies, then near copies at each rate, shuffled into random ids."""
+    rng = random.Random(seed)
+    draw = zipf_words(rng)
+    docs = [[" ".join(draw(rng.randint(8, 20))).capitalize() + "." for _ in range(rng.randint(4, 12))]
+            for _ in range(base)]
+    planted = [list(rng.choice(docs[:base])) for _ in range(exact)]
+    for rate in RATES:
+        for _ in range(per_rate):
+            source = rng.choice(docs[:base])
+            planted.append([" ".join(w if rng.random() >= rate else draw(1)[0] for w in line.split())
+                            for line in source])
+    docs += planted
+    rng.shuffle(docs)
+    return docs
+
+
+def true_drops(docs, config) -> tuple[set[int], dict[int, float]]:
+    """Exact all pairs: the documents with a Jaccard >= threshold neighbour of smaller index, and each
+    document's highest similarity to a smaller index."""
+    sets = [set(near_duplicates.shingles("\n".join(d), config.shingle_words).tolist()) for d in docs]
+    index = collections.defaultdict(list)
+    for i, s in enumerate(sets):
+        for h in s:
+            index[h].append(i)
+    shared = collections.Counter()
+    for postings in index.values():
+        for a in range(len(postings)):
+            for b in range(a):
+                shared[(postings[b], postings[a])] += 1
+    best = collections.defaultdict(float)
+    for (i, j), inter in shared.items():
+        best[j] = max(best[j], inter / (len(sets[i]) + len(sets[j]) - inter))
+    return {j for j, v in best.items() if v >= config.threshold}, best
+
+
+def write_files(docs, folder: str, files: int = 4) -> str:
+    os.makedirs(folder, exist_ok=True)
+    for f in range(files):
+        part = docs[f::files]
+        with open(os.path.join(folder, f"part{f}.txt"), "w") as out:
+            out.write("\n\n".join("\n".join(d) for d in part) + "\n")
+    return os.path.join(folder, "part*.txt")
+
+
+def stage_drops(docs, tmp: str) -> set[int]:
+    """Runs `pipeline.clean --dedup near` on the corpus in one file; the indices it dropped."""
+    folder = os.path.join(tmp, "quality")
+    pattern = write_files(docs, folder, files=1)
+    out = os.path.join(tmp, "quality_out")
+    _proc.run_module(["pipeline.clean", "--input", pattern, "--output_dir", out, "--dedup", "near",
+                      "--runner", "FnApiRunner"])
+    with open(os.path.join(out, "00000-part0.txt")) as f:
+        kept = {tuple(d.split("\n")) for d in f.read().rstrip("\n").split("\n\n")}
+    return {i for i, d in enumerate(docs) if tuple(d) not in kept or
+            any(tuple(docs[j]) == tuple(d) for j in range(i))}
+
+
+def quality(docs, tmp: str) -> dict:
+    config = near_duplicates.MinHashConfig()
+    started = time.perf_counter()
+    truth, best = true_drops(docs, config)
+    exact_s = time.perf_counter() - started
+    dropped = stage_drops(docs, tmp)
+    hits = len(truth & dropped)
+    bands = {}
+    for low, high in ((0.0, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)):
+        members = [j for j in range(len(docs)) if low <= best.get(j, 0.0) < high]
+        bands[f"{low:.1f}-{min(high, 1.0):.1f}"] = {"documents": len(members),
+                                                    "dropped": sum(j in dropped for j in members)}
+    return {"documents": len(docs), "true_drops": len(truth), "stage_drops": len(dropped),
+            "precision": round(hits / len(dropped), 4) if dropped else 1.0,
+            "recall": round(hits / len(truth), 4) if truth else 1.0, "by_true_jaccard": bands,
+            "exact_all_pairs_s": round(exact_s, 1)}
+
+
+def cost(args, tmp: str) -> dict:
+    """CPU and peak RSS of the pretraining-data job without and with cleaning, at 1x and `scale`x distinct
+    documents (more planted copies of more base documents); the extra CPU per document from the difference
+    between the two sizes, so the process start-up (about 6 s of imports) cancels out."""
+    sizes = {1: None, args.scale: None}
+    for m in sizes:
+        docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
+        sizes[m] = (write_files(docs, os.path.join(tmp, f"cost{m}x")), len(docs))
+    vocab = os.path.join(tmp, "vocab.txt")
+    _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
+                      "--runner", "FnApiRunner"])
+    runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
+    figures = {}
+    for m, (pattern, n) in sizes.items():
+        for name, extra in runs.items():
+            if name == "clean" and m != 1:
+                continue
+            run = _job(pattern, vocab, os.path.join(tmp, f"{name}_{m}x"), extra)
+            figures[f"{name}_{m}x"] = {"documents": n, "cpu_s": round(run["cpu_s"], 1),
+                                       "peak_rss_mb": round(run["kernel_max_rss_mb"])}
+    small, big = (sizes[m][1] for m in sorted(sizes))
+    marginal = {name: (figures[f"{name}_{args.scale}x"]["cpu_s"] - figures[f"{name}_1x"]["cpu_s"]) / (big - small)
+                for name in ("plain", "dedup")}
+    figures["cpu_ms_per_document"] = {k: round(1000 * v, 2) for k, v in marginal.items()}
+    figures["overhead_dedup_per_document"] = round(marginal["dedup"] / marginal["plain"] - 1, 3)
+    figures["overhead_dedup_whole_job_1x"] = round(figures["dedup_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
+    figures["overhead_clean_whole_job_1x"] = round(figures["clean_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
+    return figures
+
+
+def _job(pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--vocab", vocab,
+           "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4", "--runner", "FnApiRunner",
+           "--progress_seconds", "0", "--input", pattern, "--output_dir", out, *extra]
+    run = _proc.run_tree(cmd, out + ".log", cwd=root, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    if run["rc"]:
+        raise RuntimeError(open(out + ".log").read()[-3000:])
+    return run
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    return ""
+
+
+def record(figures: dict) -> None:
+    """Appends to the results file and prints the change against the last run on the same CPU model."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(RESULTS)).stdout.strip()
+    entry = {"commit": commit, "cpu": _cpu_model(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             **figures}
+    last = None
+    if os.path.exists(RESULTS):
+        same = [json.loads(line) for line in open(RESULTS) if line.strip()]
+        last = next((e for e in reversed(same) if e.get("cpu") == entry["cpu"]), None)
+    for key in ("precision", "recall"):
+        if last and key in last.get("quality", {}) and key in figures.get("quality", {}):
+            print(f"{key}: {last['quality'][key]} -> {figures['quality'][key]} (last run {last['commit']})")
+    with open(RESULTS, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dedup", description=__doc__.split("\n")[0])
+    parser.add_argument("--base", type=int, default=1000)
+    parser.add_argument("--per_rate", type=int, default=40)
+    parser.add_argument("--exact", type=int, default=40)
+    parser.add_argument("--scale", type=int, default=4, help="the corpus multiple of the memory run")
+    parser.add_argument("--skip_cost", action="store_true")
+    args = parser.parse_args(argv)
+    docs = make_corpus(args.base, args.per_rate, args.exact)
+    figures = {"corpus": vars(args) | {"rates": RATES}}
+    with tempfile.TemporaryDirectory(prefix="dedup_bench_") as tmp:
+        figures["quality"] = quality(docs, tmp)
+        print(json.dumps(figures["quality"]), flush=True)
+        if not args.skip_cost:
+            figures["cost"] = cost(args, tmp)
+            print(json.dumps(figures["cost"]), flush=True)
+    record(figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

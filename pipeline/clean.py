@@ -1,0 +1,117 @@
+"""Beam job: clean and deduplicate a corpus, writing it back in the same format, with a report.
+
+    python -m pipeline.clean --input 'corpus/*.txt' --output_dir cleaned/ [--filters c4,...] \\
+        [--dedup exact,spans,near,threshold=0.8,...] [--decontaminate 'heldout/*.txt'] [--overwrite] \\
+        [Beam options]
+
+ReadDocuments (one file per worker) -> CleanDocuments (`pipeline.cleaning`) -> one output file per input file,
+`NNNNN-<name>` (`.gz` inputs are written uncompressed), its kept documents in their input order, one sentence a
+line and a blank line between documents (a file whose documents were all dropped is written empty). Then
+`clean_report.json` / `clean_report.md` (counters, shares, the largest clusters with a text sample) beside
+them, written last (a folder without it is an unfinished run), and one summary line on stderr. The output is
+byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` and
+`pipeline.pretraining_data` with the same flags.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import clean_report, corpus_io
+from pipeline.beam_options import Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts, total
+from pipeline.cleaning import CleanDocuments, read_heldout
+from pipeline.documents import ReadDocuments
+from pipeline.worker_stderr import without_worker_tracebacks
+from preprocessing.user_errors import UserError, exit_status, writable_dir
+
+REPORT = "clean_report"
+
+
+def output_name(index: int, path: str) -> str:
+    return f"{index:05d}-{os.path.basename(path).removesuffix('.gz')}"
+
+
+def _write_file(item, output_dir: str, files: list[str]) -> str:
+    """`(file index, [(document index, lines) or None, ...])` -> the file, written aside then renamed."""
+    index, docs = item
+    docs = sorted(d for d in docs if d is not None)
+    name = output_name(index, files[index])
+    path, tmp = os.path.join(output_dir, name), os.path.join(output_dir, f".{name}.incomplete")
+    with FileSystems.create(tmp) as f:
+        for n, (_, lines) in enumerate(docs):
+            f.write((("\n" if n else "") + "\n".join(lines) + "\n").encode("utf-8"))
+    FileSystems.rename([tmp], [path])
+    return name
+
+
+def _finish(gathered, output_dir: str, files: list[str], heldout: list[str], job: dict) -> None:
+    reports = [x for x in gathered if isinstance(x, dict) and "clusters" in x]
+    (report,) = reports
+    counters = total([report["counters"]] + [x for x in gathered if isinstance(x, Counts)])
+    report = {**report, "counters": counters}
+    extra = {"config": job, "files": sorted(x for x in gathered if isinstance(x, str))}
+    clean_report.write_report(report, os.path.join(output_dir, REPORT), files, heldout, "clean", extra)
+
+
+def build_pipeline(p, args, files: list[str], heldout: list[str]) -> None:
+    config = clean_report.clean_config(args)
+    read = p | "Files" >> beam.Create(list(enumerate(files))) | "ReadDocuments" >> beam.ParDo(ReadDocuments())
+    docs, read_counts = split_counts(read, "Read")
+    held = read_heldout(p, heldout) if heldout else None
+    kept, report = docs | "Clean" >> CleanDocuments(config, held)
+    markers = p | "EveryFile" >> beam.Create([(i, None) for i in range(len(files))])
+    written = ((kept | "ByFile" >> beam.MapTuple(lambda doc_id, lines: (doc_id[0], (doc_id[1], lines))), markers)
+               | "WithEveryFile" >> beam.Flatten()
+               | "GroupFiles" >> beam.GroupByKey()
+               | "WriteFiles" >> beam.Map(_write_file, args.output_dir, files))
+    ((report, read_counts, written)
+     | "WithCounts" >> beam.Flatten()
+     | "Gather" >> beam.combiners.ToList()
+     | "WriteReport" >> beam.Map(_finish, args.output_dir, files, heldout, clean_report.job_config(args)))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m pipeline.clean", description=__doc__.split("\n")[0])
+    parser.add_argument("--input", required=True, help="file pattern, BERT format (local or gs://, .gz ok)")
+    parser.add_argument("--output_dir", required=True)
+    clean_report.add_arguments(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
+    return parser.parse_known_args(argv)
+
+
+def run(argv=None) -> int:
+    args, beam_args = parse_args(argv)
+    quiet_worker_logs(args.verbose)
+    try:
+        return _run(args, beam_args)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
+
+
+def _run(args, beam_args) -> int:
+    check_beam_args(beam_args)
+    writable_dir("--output_dir", args.output_dir)
+    clean_report.clean_config(args)
+    files, heldout = corpus_io.check_pattern(args.input), clean_report.heldout_files(args)
+    report = os.path.join(args.output_dir, REPORT + ".json")
+    if FileSystems.exists(report) and not args.overwrite:
+        raise UserError(f"{args.output_dir} already holds a run ({REPORT}.json); pass --overwrite to replace it")
+    if FileSystems.exists(report):
+        FileSystems.delete([report])
+    os.makedirs(args.output_dir, exist_ok=True) if "://" not in args.output_dir else None
+    print(f"clean: {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
+    with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        build_pipeline(p, args, files, heldout)
+    with FileSystems.open(report) as f:
+        print(json.load(f)["summary"], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(run())

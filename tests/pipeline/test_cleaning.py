@@ -1,0 +1,227 @@
+"""Cleaning as Beam transforms and as a job: known answers on small fixtures, held-out decontamination,
+every filter, the report, and the same bytes on the in-process runner and on Dask."""
+
+import contextlib
+import json
+import os
+import random
+
+import apache_beam as beam
+import pytest
+
+from pipeline import clean, pretraining_data, vocab
+from pipeline.cleaning import CleanConfig, CleanDocuments
+from preprocessing.dedup_config import parse_dedup
+from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
+
+DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
+
+
+def sentence(rng) -> str:
+    return " ".join(f"w{rng.randrange(2000)}" for _ in range(12)).capitalize() + "."
+
+
+def edited(rng, lines, words):
+    """`lines` with `words` words replaced, in different sentences."""
+    lines = list(lines)
+    for k in range(words):
+        parts = lines[k].split()
+        parts[3] = f"edit{rng.randrange(10**6)}"
+        lines[k] = " ".join(parts)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """Ten unique documents (file 0), then file 1: an exact copy of 0#2 (other case and spacing), a near copy
+    of 0#4 (one word edited), a far copy of 0#6 (six of its sentences edited), a unique document, and one
+    that repeats three sentences of 0#1 between two of its own. Held-out: a near twin of 0#8, a copy of 0#9."""
+    rng = random.Random(7)
+    a = [[sentence(rng) for _ in range(10)] for _ in range(10)]
+    b = [[line.upper().replace(" ", "  ") for line in a[2]], edited(rng, a[4], 1), edited(rng, a[6], 6),
+         [sentence(rng) for _ in range(5)], [sentence(rng)] + a[1][3:6] + [sentence(rng)]]
+    heldout = [edited(rng, a[8], 1), list(a[9])]
+    return a, b, heldout
+
+
+def docs_of(files):
+    return [((f, i), doc) for f, docs in enumerate(files) for i, doc in enumerate(docs)]
+
+
+_RESULTS = {}  # the in-process runner calls these module functions by reference, in this process
+
+
+def _save(value, key):
+    _RESULTS[key] = value
+
+
+def run_transform(docs, config, heldout=None):
+    _RESULTS.clear()
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        held = p | "Held" >> beam.Create([((-1, i), d) for i, d in enumerate(heldout)]) if heldout else None
+        kept, report = p | beam.Create(docs) | CleanDocuments(config, held)
+        kept | "Kept" >> beam.combiners.ToList() | "SaveKept" >> beam.Map(_save, "kept")
+        report | "SaveReport" >> beam.Map(_save, "report")
+    return dict(sorted(_RESULTS["kept"])), _RESULTS["report"]
+
+
+def test_exact_and_near_duplicates_are_removed(planted):
+    a, b, _ = planted
+    kept, report = run_transform(docs_of([a, b]), CleanConfig(dedup=parse_dedup("exact,near")))
+    assert sorted(kept) == [(0, i) for i in range(10)] + [(1, 2), (1, 3), (1, 4)]
+    assert report["counters"] == {"clean_documents_kept": 13, "dedup_exact_documents": 1, "dedup_near_documents": 1}
+    rules = {(c["rule"], tuple(c["kept"]), c["size"]) for c in report["clusters"]}
+    assert rules == {("exact", (0, 2), 2), ("near", (0, 4), 2)}
+    assert kept[(1, 4)] == b[4]  # spans were not asked for
+
+
+def test_near_stage_alone_keeps_the_smallest_id_of_exact_copies_too(planted):
+    a, b, _ = planted
+    kept, report = run_transform(docs_of([a, b]), CleanConfig(dedup=parse_dedup("near")))
+    assert (1, 0) not in kept and (1, 1) not in kept and (0, 2) in kept and (0, 4) in kept
+    assert report["counters"]["dedup_near_documents"] == 2
+
+
+def test_repeated_spans_keep_the_first_copy(planted):
+    a, b, _ = planted
+    kept, report = run_transform(docs_of([a, b]), CleanConfig(dedup=parse_dedup("spans")))
+    assert kept[(1, 4)] == [b[4][0], b[4][4]] and kept[(0, 1)] == a[1]
+    assert (1, 0) not in kept  # all its spans repeat 0#2's: emptied
+    assert report["counters"]["dedup_span_documents_emptied"] == 1
+    # 1#4's three, 1#0 whole, 1#1 but its edited first line, 1#2 after its six edited lines
+    assert report["counters"]["dedup_span_sentences"] == 3 + 10 + 9 + 4
+
+
+def test_decontamination_removes_a_planted_near_twin_of_a_heldout_document(planted):
+    a, b, heldout = planted
+    kept, report = run_transform(docs_of([a, b]), CleanConfig(decontaminate=True), heldout)
+    assert sorted(kept) == sorted(k for k, _ in docs_of([a, b]) if k not in ((0, 8), (0, 9)))
+    assert report["counters"] == {"clean_documents_kept": 13, "decontaminate_exact_documents": 1,
+                                  "decontaminate_near_documents": 1, "heldout_documents": 2}
+    assert {c["rule"] for c in report["clusters"]} == {"heldout_exact", "heldout_near"}
+
+
+@pytest.mark.parametrize("spec, counter, dropped", [
+    ("min_words_per_line=4", "filter_min_words_per_line", 1),
+    ("terminal_punctuation", "filter_terminal_punctuation", 2),
+    ("boilerplate=privacy policy", "filter_boilerplate", 1),
+    ("max_non_letter_share=0.4", "filter_max_non_letter_share", 1),
+])
+def test_every_line_filter_in_the_transform(spec, counter, dropped):
+    doc = ["Our privacy policy changed today.", "| 1 | 2 | 3 |", "Too short.", "No stop at the end here",
+           "A plain good sentence."]
+    config = CleanConfig(filters=parse_spec(spec, FilterConfig, PRESETS)[0])
+    kept, report = run_transform([((0, 0), doc), ((0, 1), doc[-1:])], config)
+    assert report["counters"] == {counter: dropped, "clean_documents_kept": 2}
+    assert len(kept[(0, 0)]) == len(doc) - dropped and kept[(0, 1)] == doc[-1:]
+
+
+def test_the_document_filter_in_the_transform():
+    config = CleanConfig(filters=FilterConfig(min_sentences=2))
+    kept, report = run_transform([((0, 0), ["One.", "Two."]), ((0, 1), ["Alone."])], config)
+    assert list(kept) == [(0, 0)] and report["counters"] == {"filter_min_sentences": 1, "clean_documents_kept": 1}
+
+
+def write_files(base, files):
+    os.makedirs(base, exist_ok=True)
+    for n, docs in enumerate(files):
+        with open(os.path.join(base, f"part{n}.txt"), "w") as f:
+            f.write("\n\n".join("\n".join(d) for d in docs) + "\n")
+    return os.path.join(base, "part*.txt")
+
+
+@pytest.fixture(scope="module")
+def job_inputs(planted, tmp_path_factory):
+    a, b, heldout = planted
+    base = tmp_path_factory.mktemp("clean")
+    return write_files(base / "in", [a, b]), write_files(base / "held", [heldout])
+
+
+CLEAN_FLAGS = ["--dedup", "all", "--filters", "min_words_per_line=3"]
+
+
+def run_clean(job_inputs, out, runner_args):
+    corpus, held = job_inputs
+    assert clean.run(["--input", corpus, "--output_dir", str(out), "--decontaminate", held, *CLEAN_FLAGS,
+                      *runner_args]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_clean(job_inputs, tmp_path_factory):
+    return run_clean(job_inputs, tmp_path_factory.mktemp("ref"), ["--runner", "FnApiRunner"])
+
+
+def test_clean_job_writes_the_input_format_and_a_report(reference_clean, planted, capsys):
+    a, _, _ = planted
+    names = sorted(os.listdir(reference_clean))
+    assert names == ["00000-part0.txt", "00001-part1.txt", "clean_report.json", "clean_report.md"]
+    first = (reference_clean / "00000-part0.txt").read_text().split("\n\n")
+    assert first[0] == "\n".join(a[0]) and len(first) == 8  # 0#8 and 0#9 were held out
+    report = json.loads((reference_clean / "clean_report.json").read_text())
+    counters = report["counters"]
+    assert counters["decontaminate_exact_documents"] == counters["decontaminate_near_documents"] == 1
+    assert counters["dedup_exact_documents"] == 1 and counters["documents"] == 15
+    assert report["summary"].startswith("clean: cleaning kept ") and report["clusters"][0]["kept_file"]
+    assert "## Largest clusters" in (reference_clean / "clean_report.md").read_text()
+
+
+def test_clean_job_refuses_an_earlier_run_and_bad_specs(job_inputs, reference_clean, tmp_path, capsys):
+    corpus, _ = job_inputs
+    assert clean.run(["--input", corpus, "--output_dir", str(reference_clean), "--runner", "FnApiRunner"]) == 2
+    assert clean.run(["--input", corpus, "--output_dir", str(tmp_path), "--dedup", "fuzzy"]) == 2
+    assert "unknown 'fuzzy'" in capsys.readouterr().err
+
+
+@contextlib.contextmanager
+def dask_cluster(workers):
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=40)
+    try:
+        yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address, "--dask_npartitions", "4"]
+    finally:
+        with contextlib.suppress(ValueError):
+            Client.current(allow_global=True).close()
+        cluster.close(timeout=30)
+
+
+def test_clean_job_gives_the_same_bytes_on_dask(job_inputs, reference_clean, tmp_path):
+    with dask_cluster(workers=2) as dask:
+        out = run_clean(job_inputs, tmp_path / "dask", dask)
+    names = sorted(os.listdir(reference_clean))
+    assert sorted(os.listdir(out)) == names
+    for name in names:
+        if name == "clean_report.json":  # its config names the output folder
+            got, want = (json.loads((d / name).read_text()) for d in (out, reference_clean))
+            assert {**got, "config": None} == {**want, "config": None}
+        else:
+            assert (out / name).read_bytes() == (reference_clean / name).read_bytes(), name
+
+
+def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_vocab_path, tmp_path):
+    corpus, held = job_inputs
+    args = ["--model", "gpt", "--input", corpus, "--vocab", bert_vocab_path, "--max_seq_length", "16",
+            "--num_shards", "1", "--runner", "FnApiRunner"]
+    assert pretraining_data.run([*args, "--output_dir", str(tmp_path / "plain")]) == 0
+    assert pretraining_data.run([*args, "--output_dir", str(tmp_path / "clean"), "--dedup", "exact,near",
+                                 "--decontaminate", held]) == 0
+    plain, cleaned = (json.loads((tmp_path / d / "metadata.json").read_text()) for d in ("plain", "clean"))
+    assert "dedup" not in plain["config"] and cleaned["config"]["dedup"] == "exact,near"
+    assert cleaned["counters"]["clean_documents_kept"] == 11 and cleaned["counters"]["dedup_near_documents"] == 1
+    assert cleaned["counters"]["documents_with_tokens"] == 11 < plain["counters"]["documents_with_tokens"] == 15
+    assert sorted(os.listdir(tmp_path / "clean")) == sorted(os.listdir(tmp_path / "plain") + ["cleaning.json",
+                                                                                             "cleaning.md"])
+
+
+def test_vocab_job_learns_from_the_cleaned_text(job_inputs, tmp_path):
+    corpus, held = job_inputs
+    out = str(tmp_path / "vocab.txt")
+    assert vocab.run(["--input", corpus, "--output", out, "--vocab_size", "200", "--dedup", "exact",
+                      "--decontaminate", held, "--runner", "FnApiRunner"]) == 0
+    meta = json.loads(open(out + ".json").read())
+    assert meta["config"]["dedup"] == "exact" and meta["counters"]["dedup_exact_documents"] == 1
+    assert meta["counters"]["decontaminate_exact_documents"] == 1 and meta["counters"]["clean_documents_kept"] == 12
+    report = json.loads(open(out + ".cleaning.json").read())
+    assert report["summary"].startswith("vocab: cleaning kept 12 of 15 documents")
