@@ -190,6 +190,11 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
         assert (out / "export" / name / "hub").is_dir()
     for name in ("bert", "gpt", "bilm", "minilm"):
         assert (out / "runs" / name / "training_curves.png").exists()
+    for name in ("bert", "gpt", "bilm"):  # each from-scratch figure beside its context-free baseline
+        figure = report["learning"][name]
+        assert figure["baseline_value"] > 0 and figure["value"] > 0
+        assert figure["ratio"] == pytest.approx(figure["value"] / figure["baseline_value"], abs=2e-3)
+        assert report["runs"][name]["baseline"]["targets"] > 0
     adaptation = report["adaptation"]
     for stage in ("before", "after"):
         assert adaptation[stage]["mlm_loss"] > 0 and 0.0 <= adaptation[stage]["mlm_accuracy"] <= 1.0
@@ -203,7 +208,7 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
     assert embeddings["model_loads"] == embeddings["worker_processes"] >= 1  # one model per worker process
     assert all(os.path.exists(f) for f in embeddings["files"]) and len(embeddings["neighbours"]["nearest"]) == 3
     for row in ("11 minilm polysemy", "8 gpt export", "6-7 minilm_head", "9 embeddings", "held-out MLM accuracy",
-                "continued: after", "from scratch"):
+                "continued: after", "from scratch", "context-free baseline", "unigram"):
         assert row in table
 
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
