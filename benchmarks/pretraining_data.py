@@ -363,7 +363,7 @@ def history_figures(corpus_name: str, small: dict, ours: dict, ours_one: dict, d
                            f"{workload}, default runner", ours["cpu_s"], fixed["cpu_s"]),
             history.Figure("marginal_instances_per_cpu_s", ours["instances"] / (ours["cpu_s"] - fixed["cpu_s"]), True,
                            f"{workload}, default runner", ours["cpu_s"], fixed["cpu_s"]),
-            history.Figure("instances_per_cpu_s", ours_one["instances"] / ours_one["cpu_s"], True,
+            history.Figure("one_process_instances_per_cpu_s", ours_one["instances"] / ours_one["cpu_s"], True,
                            f"{workload}, --runner FnApiRunner", ours_one["cpu_s"], small["one_process"]["cpu_s"])]
 
 

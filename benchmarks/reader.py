@@ -104,7 +104,8 @@ def main(argv=None) -> dict:
     print(json.dumps(summary))
     if not args.no_history:  # timed batches after a warm-up: no fixed cost in the figure
         examples = args.batches * args.batch_size
-        workload = (f"batch {args.batch_size}, seq {args.seq_length}, {args.examples} examples, {args.batches} batches"
+        workload = (f"batch {args.batch_size}, seq {args.seq_length}, {args.examples} examples, "
+                    f"{args.batches} batches"
                     f"{', whole-word mask' if args.whole_word_mask else ''}")
         history.record("reader", [history.Figure("examples_per_cpu_s", r["examples_per_cpu_s"], True,
                                                  f"{kind}, {workload}", examples / r["examples_per_cpu_s"], 0.0)
