@@ -44,7 +44,7 @@ from apache_beam.ml.inference.base import RunInference
 
 from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
 from pipeline import corpus_io, progress
-from pipeline.beam_options import Counts, measured_input_size, pipeline_options, split_counts, total
+from pipeline.beam_options import Counts, pipeline_options, split_counts, total
 from pipeline.shard_writer import METADATA, ShardWriter, previous_run
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
@@ -273,7 +273,7 @@ def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: di
     tf.io.gfile.makedirs(staging)
     line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
     with progress.reporter(line, args.progress_seconds, beam_args) as reporter:
-        p = beam.Pipeline(options=pipeline_options(beam_args, measured_input_size(files)))
+        p = beam.Pipeline(options=pipeline_options(beam_args, files))
         build_pipeline(p, config, files, staging, args.num_shards, metadata, reporter.folder)
         result = p.run()
         result.wait_until_finish()

@@ -74,10 +74,13 @@ def _given(beam_args: list[str], names) -> bool:
     return any(a == n or a.startswith(n + "=") for a in beam_args for n in names)
 
 
-def pipeline_options(beam_args: list[str], input_bytes: int | None = None) -> PipelineOptions:
-    """Beam options from the job's leftover command-line arguments, local-by-default (in-process for an input
-    of `input_bytes` under `SMALL_INPUT_BYTES`; None: unknown, the multi-processing default)."""
-    options = PipelineOptions(local_defaults(beam_args, input_bytes) + list(beam_args))
+def pipeline_options(beam_args: list[str], files: list[str] | None = None) -> PipelineOptions:
+    """Beam options from the job's leftover command-line arguments, local-by-default: in-process when the
+    input `files` (sized only when no runner or worker option is given) are under `SMALL_INPUT_BYTES`."""
+    size = None
+    if files is not None and not _given(beam_args, ("--runner",) + _WORKER_OPTIONS):
+        size = measured_input_size(files)
+    options = PipelineOptions(local_defaults(beam_args, size) + list(beam_args))
     if options.get_all_options().get("direct_running_mode") == "multi_threading":
         print(THREADED_DIRECT_WARNING, file=sys.stderr)
     return options

@@ -29,8 +29,8 @@ import tensorflow as tf
 
 from pipeline import corpus_io, progress
 from pipeline.buckets import AssignBuckets
-from pipeline.beam_options import (Counts, check_beam_args, measured_input_size, pipeline_options,
-                                     quiet_worker_logs, split_counts, total)
+from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
+                                     total)
 from pipeline.documents import ReadDocuments
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
@@ -212,7 +212,7 @@ def _run(args, beam_args) -> int:
     try:
         Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
         with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-              as reporter, beam.Pipeline(options=pipeline_options(beam_args, measured_input_size(files))) as p):
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
             build_pipeline(p, args, config, files, reporter.folder)
     except BaseException:  # a failed run leaves nothing that looks like output (KeyboardInterrupt too)
         _clear(args.output_dir, vocab=True)

@@ -22,8 +22,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import corpus_io, progress
-from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, measured_input_size, pipeline_options,
-                                     quiet_worker_logs, split_counts, total)
+from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_options, quiet_worker_logs,
+                                     split_counts, total)
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
 from preprocessing.user_errors import UserError, check_range, exit_status, writable_file
@@ -174,7 +174,7 @@ def _run(args, beam_args) -> int:
     line = progress.ProgressLine("vocab", "lines", ("counted",), progress.input_bytes(files))
     try:
         with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-              as reporter, beam.Pipeline(options=pipeline_options(beam_args, measured_input_size(files))) as p):
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
             build_pipeline(p, args, reporter.folder)
     except BaseException:
         _remove_partial(args.output)

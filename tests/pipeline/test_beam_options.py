@@ -20,14 +20,20 @@ def test_explicit_runner_and_worker_options_win():
     for given in (["--direct_num_workers", "2"], ["--direct_num_workers=1"],
                   ["--direct_running_mode=multi_processing"]):
         assert local_defaults(given, SMALL) == LOCAL_DEFAULTS
-    options = beam_options.pipeline_options(["--direct_num_workers", "2"], SMALL)
-    assert options.view_as(DirectOptions).direct_num_workers == 2
-    assert options.view_as(StandardOptions).runner == "DirectRunner"
 
 
-def test_pipeline_options_for_a_small_input_name_the_in_process_runner():
-    assert beam_options.pipeline_options([], SMALL).view_as(StandardOptions).runner == "FnApiRunner"
-    assert beam_options.pipeline_options([], LARGE).view_as(DirectOptions).direct_running_mode == "multi_processing"
+def test_pipeline_options_size_the_input_files(tmp_path, monkeypatch):
+    small, large = tmp_path / "small.txt", tmp_path / "large.txt.gz"
+    small.write_bytes(b"x" * 100)
+    large.write_bytes(b"y" * 100)
+    monkeypatch.setattr(beam_options, "SMALL_INPUT_BYTES", 200)  # the .gz file counts 300
+    assert beam_options.pipeline_options([], [str(small)]).view_as(StandardOptions).runner == "FnApiRunner"
+    multi = beam_options.pipeline_options([], [str(large)]).view_as(DirectOptions)
+    assert multi.direct_running_mode == "multi_processing"
+    given = beam_options.pipeline_options(["--direct_num_workers", "2"], [str(small)])
+    assert given.view_as(DirectOptions).direct_num_workers == 2
+    assert given.view_as(StandardOptions).runner == "DirectRunner"
+    assert beam_options.pipeline_options([]).view_as(StandardOptions).runner == "DirectRunner"  # files unknown
 
 
 def test_input_size_counts_gzip_files_by_their_expected_text():
