@@ -2,7 +2,7 @@
 on the same module and sentences, and the job's peak memory per worker with 1 and with 4 threads.
 
     .venv/bin/python -m benchmarks.embed [--corpus PATH] [--sentences 2000] [--startup_sentences 20] \\
-        [--kind bert] [--layers last] [--skip_memory]
+        [--kind bert] [--layers last] [--skip_memory] [--no_history]
 
 The module: a tiny export of `--kind` (bert: `bert_tiny`, 2 layers x 128) built as the tests build theirs
 (`tests.fixtures.features.train_and_export`: two training steps, a vocabulary from the sentences), so the
@@ -20,7 +20,9 @@ the module, first traces; for the job also the driver and the worker process) is
 Memory (unless --skip_memory): the job on Beam's Dask runner, one `distributed.LocalCluster` worker process
 with 1 thread, then a fresh one with 4 threads (`--dask_npartitions 4`: four bundles at once in the 4-thread
 worker); the worker's VmHWM (kernel peak RSS) after the run, and metadata.json's `model_loads`.
-Prints a table and a final line holding a JSON object of all figures.
+Prints a table and a final line holding a JSON object of all figures; then, unless --no_history, both
+engines' sentences per CPU-second (start-up subtracted) go to benchmarks/results/embed.jsonl with the change
+against the last figure on this CPU model (`benchmarks.history`; the small run's CPU is the fixed cost).
 """
 
 import argparse
@@ -31,6 +33,7 @@ import os
 import sys
 import tempfile
 
+from benchmarks import history
 from benchmarks._proc import log_tail, run_tree
 from demo import shared_data
 
@@ -143,6 +146,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kind", default="bert", choices=["bert", "gpt", "bilm"])
     parser.add_argument("--layers", default="last")
     parser.add_argument("--skip_memory", action="store_true")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     args = parser.parse_args(argv)
     from tests.fixtures.features import train_and_export
 
@@ -167,6 +171,11 @@ def main(argv=None) -> int:
         print(f"dask worker, {name}: peak {m['worker_peak_mb']:.0f} MB (idle {m['worker_idle_peak_mb']:.0f} MB), "
               f"model loads {m['model_loads']}")
     print(json.dumps(figures))
+    if not args.no_history:
+        workload = f"{os.path.basename(args.corpus)}, {len(sentences)} sentences, {args.kind}, layers {args.layers}"
+        history.record("embed", [history.Figure(f"{engine}_sentences_per_cpu_s", figures[engine]["sentences_per_cpu_s"],
+                                                True, workload, figures[engine]["cpu_full_s"],
+                                                figures[engine]["cpu_startup_s"]) for engine in ("embed", "features")])
     return 0
 
 

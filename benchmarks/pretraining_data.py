@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.pretraining_data [--corpus PATH] [--vocab PATH] [--dupe_factor 5]
         [--scaling_dupe_factor 1] [--speedup_dupe_factor 3] [--max_documents N] [--skip_scaling]
-        [--skip_speedup]
+        [--skip_speedup] [--no_history]
 
 Engines, each run as a subprocess, one after the other, with TF_CPP_MIN_LOG_LEVEL=2, max_seq_length 128,
 max_predictions_per_seq 20, seed 12345:
@@ -16,6 +16,9 @@ max_predictions_per_seq 20, seed 12345:
              runs it on one process (`--runner FnApiRunner`); in section 4
              `--runner DirectRunner --direct_running_mode multi_processing --direct_num_workers N`.
 Sections:
+  0. the fixed cost: the corpus's first 40 lines at --dupe_factor on the default runner (what a small job pays;
+     in-process since it is small), on the multi-processing DirectRunner and on the FnApiRunner (each the
+     fixed part of a section-1 run, which tells the speed history whether that run was large enough);
   1. throughput at --dupe_factor (default 5) on the corpus: instances per CPU-second of the four runs, and
      the ratios (goal: ours >= 10x the reference);
   2. peak memory of the same two runs: the reference's, and for ours the driver's, the largest single Beam
@@ -36,7 +39,10 @@ RSS counts shared pages once per process, so tree sums overstate physical memory
 metadata.json `examples` (checked against its `instances` counter and the records in its shards); the
 reference's printed count (checked against the records in its file). --max_documents N runs everything on
 the corpus's first N documents (a quick test). Outputs go to a temporary directory, removed at the end.
-Prints a table per section and a final line holding a JSON object of all figures.
+Prints a table per section and a final line holding a JSON object of all figures. Unless --no_history,
+appends the fixed cost and section 1's instances per CPU-second (whole, and marginal: instances over the CPU
+beyond the 40-line job's) to benchmarks/results/pretraining_data.jsonl and prints each against the last
+figure on the same CPU model (`benchmarks.history`).
 """
 
 import argparse
@@ -50,6 +56,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import history
 from benchmarks._proc import POLL_S, log_tail, run_tree
 from demo import shared_data
 
@@ -59,6 +66,9 @@ CPU_METHOD = ("user+sys from getrusage(RUSAGE_CHILDREN) in a child-subreaper wra
               "and all its descendants")
 COMMON = ["--max_seq_length", "128", "--max_predictions_per_seq", "20"]
 SHELLS = {"sh", "bash", "dash"}
+SMALL_JOB_LINES = 40
+MULTI_PROCESSING = ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing",
+                    "--direct_num_workers", "0"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -90,6 +100,17 @@ def write_corpus(path: str, documents: list[list[str]], copies: int = 1) -> None
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
         for _ in range(copies):
             f.write(text)
+
+
+def first_lines(documents: list[list[str]], lines: int = SMALL_JOB_LINES) -> list[list[str]]:
+    """The documents cut after `lines` sentences in all."""
+    out = []
+    for doc in documents:
+        left = lines - sum(len(d) for d in out)
+        if left <= 0:
+            break
+        out.append(doc[:left])
+    return out
 
 
 def corpus_stats(documents: list[list[str]]) -> dict:
@@ -323,6 +344,29 @@ def section4(runs: dict, dupe_factor: int) -> dict:
             "speedup_wall": _r(speedup, 3), "speedup_job": _r(job_speedup, 3)}
 
 
+def section0(runs: dict, dupe_factor: int) -> dict:
+    print(f"\n0. Fixed cost: the first {SMALL_JOB_LINES} lines, dupe_factor {dupe_factor} (whole process tree)")
+    for name, r in runs.items():
+        print(f"  {name:<22} {r['cpu_s']:>6.1f} CPU s {r['wall_s']:>6.1f} s wall, {r['workers']} worker processes, "
+              f"{r['instances']:,} instances")
+    return {f"small_job_{name}_cpu_s": _r(r["cpu_s"], 2) for name, r in runs.items()}
+
+
+def history_figures(corpus_name: str, small: dict, ours: dict, ours_one: dict, dupe_factor: int) -> list:
+    """Section 0's default-runner cost and section 1's rates, each with the fixed cost of its runner."""
+    workload = f"{corpus_name}, dupe_factor {dupe_factor}, max_seq_length 128"
+    fixed = small["multi_processing"] if ours["workers"] else small["one_process"]
+    return [history.Figure("small_job_cpu_s", small["default"]["cpu_s"], False,
+                           f"first {SMALL_JOB_LINES} lines of {workload}, default runner",
+                           small["default"]["cpu_s"], 0.0),
+            history.Figure("instances_per_cpu_s", ours["instances"] / ours["cpu_s"], True,
+                           f"{workload}, default runner", ours["cpu_s"], fixed["cpu_s"]),
+            history.Figure("marginal_instances_per_cpu_s", ours["instances"] / (ours["cpu_s"] - fixed["cpu_s"]), True,
+                           f"{workload}, default runner", ours["cpu_s"], fixed["cpu_s"]),
+            history.Figure("one_process_instances_per_cpu_s", ours_one["instances"] / ours_one["cpu_s"], True,
+                           f"{workload}, --runner FnApiRunner", ours_one["cpu_s"], small["one_process"]["cpu_s"])]
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -337,6 +381,7 @@ def main(argv=None) -> None:
     parser.add_argument("--skip_scaling", action="store_true", help="skip section 3 (memory scaling)")
     parser.add_argument("--speedup_dupe_factor", type=int, default=3, help="dupe_factor of the speed-up (4) runs")
     parser.add_argument("--skip_speedup", action="store_true", help="skip section 4 (worker speed-up)")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
@@ -355,6 +400,14 @@ def main(argv=None) -> None:
               f"{stats['1x']['words']:,} words; vocab {args.vocab}; {os.cpu_count()} CPUs; max_seq_length 128, "
               f"max_predictions_per_seq 20", flush=True)
 
+        small_corpus = os.path.join(tmp, f"corpus_{SMALL_JOB_LINES}_lines.txt.gz")
+        write_corpus(small_corpus, first_lines(documents))
+        print(f"\nsection 0 (dupe_factor {args.dupe_factor}, first {SMALL_JOB_LINES} lines):", flush=True)
+        small = {name: run_ours(small_corpus, args.vocab, args.dupe_factor, tmp, f"small_{name}", beam_args)
+                 for name, beam_args in (("default", []), ("multi_processing", MULTI_PROCESSING),
+                                         ("one_process", ["--runner", "FnApiRunner"]))}
+        figures.update(section0(small, args.dupe_factor))
+
         print(f"\nsections 1-2 (dupe_factor {args.dupe_factor}):", flush=True)
         ref = run_reference(corpus, args.vocab, args.dupe_factor, tmp, "main")
         ref_hf = run_reference(corpus, args.vocab, args.dupe_factor, tmp, "main_hf", tokenizer="hf")
@@ -362,6 +415,10 @@ def main(argv=None) -> None:
         ours_one = run_ours(corpus, args.vocab, args.dupe_factor, tmp, "one_process", ["--runner", "FnApiRunner"])
         figures.update(section1(ref, ref_hf, ours, ours_one, args.dupe_factor))
         figures.update(section2(ref, ours, args.dupe_factor))
+        if not args.no_history:
+            name = os.path.basename(args.corpus) + (f" first {args.max_documents} documents"
+                                                    if args.max_documents is not None else "")
+            history.record("pretraining_data", history_figures(name, small, ours, ours_one, args.dupe_factor))
 
         d = args.scaling_dupe_factor
         corpus4 = os.path.join(tmp, "corpus_4x.txt.gz")

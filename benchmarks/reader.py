@@ -1,7 +1,7 @@
 """How fast the training reader feeds a model: examples per CPU-second (= per core) of `readers.make_dataset`.
 
     .venv/bin/python -m benchmarks.reader [--kinds bert_dynamic,bert_static,gpt,bilm] [--batch_size 32] \\
-        [--seq_length 128] [--examples 4096] [--batches 200] [--repeats 3] [--whole_word_mask]
+        [--seq_length 128] [--examples 4096] [--batches 200] [--repeats 3] [--whole_word_mask] [--no_history]
 
 Per kind, TFRecords in the pipeline's format (`tests.fixtures.training.write_dataset`: 30,522-entry vocabulary,
 seq 128, 20 predictions, 8 shards; `bert_dynamic` drops the masked features and marks the data
@@ -11,7 +11,8 @@ Each repeat pulls `--batches` batches after 5 warm-up ones; the clock is the pro
 (`time.process_time()`: every thread of tf.data's pool), so the figure is examples per core and does not move
 when other jobs share the machine. Wall-clock examples/s is printed beside it. The best repeat counts.
 The goal (docs/accelerators.md): 5,000 BERT examples per core-second, so that two host cores feed one H200.
-Last line: one JSON object.
+Last line: one JSON object; then, unless --no_history, each kind's examples per CPU-second appended to
+benchmarks/results/reader.jsonl and compared with the last figure on this CPU model (`benchmarks.history`).
 """
 
 import argparse
@@ -24,6 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import history  # noqa: E402
 from preprocessing import readers, schema  # noqa: E402
 from tests.fixtures.training import write_dataset  # noqa: E402
 
@@ -87,6 +89,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--whole_word_mask", action="store_true", help="bert_dynamic masks whole words")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     results = {}
@@ -99,6 +102,14 @@ def main(argv=None) -> dict:
     summary = {"batch_size": args.batch_size, "seq_length": args.seq_length, "cpus": os.cpu_count(),
                "goal_bert_examples_per_cpu_s": GOAL, **results}
     print(json.dumps(summary))
+    if not args.no_history:  # timed batches after a warm-up: no fixed cost in the figure
+        examples = args.batches * args.batch_size
+        workload = (f"batch {args.batch_size}, seq {args.seq_length}, {args.examples} examples, "
+                    f"{args.batches} batches"
+                    f"{', whole-word mask' if args.whole_word_mask else ''}")
+        history.record("reader", [history.Figure("examples_per_cpu_s", r["examples_per_cpu_s"], True,
+                                                 f"{kind}, {workload}", examples / r["examples_per_cpu_s"], 0.0)
+                                  for kind, r in results.items()])
     return summary
 
 

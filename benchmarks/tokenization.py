@@ -1,6 +1,7 @@
 """Tokenization throughput, in tokens per CPU-second, of the project's WordPiece tokenizer and its peers.
 
     .venv/bin/python -m benchmarks.tokenization [--lines N] [--corpus PATH] [--vocab PATH] [--keras_hub_lines N]
+        [--no_history]
 
 Engines, side by side on the same lines and vocabulary, in batches of 8192 lines:
   ours       `preprocessing.wordpiece.WordPieceTokenizer(...).tokenize` under `tf.function`;
@@ -11,7 +12,10 @@ Engines, side by side on the same lines and vocabulary, in batches of 8192 lines
   fastbert   tf-text's `FastBertTokenizer(lower_case_nfd_strip_accents=True)` under `tf.function` (raw tf-text).
 CPU time is `time.process_time()` (all threads of this process); each engine runs 3 times over its lines
 after a one-batch warm-up (tracing excluded) and the best run counts. Prints a table, the number of lines
-whose ids differ from HuggingFace's, and a final line holding a JSON object of the figures.
+whose ids differ from HuggingFace's, and a final line holding a JSON object of the figures. Unless
+--no_history, ours' tokens per CPU-second and its ratio to HuggingFace's (measured in the same run, so less
+sensitive to a busy machine) go to benchmarks/results/tokenization.jsonl with the change against the last
+figure on this CPU model (`benchmarks.history`; timed passes exclude start-up and tracing: fixed cost 0).
 """
 
 import argparse
@@ -28,6 +32,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
+from benchmarks import history  # noqa: E402
 from demo import shared_data  # noqa: E402
 from preprocessing.vocabulary import Vocabulary  # noqa: E402
 from preprocessing.wordpiece import WordPieceTokenizer  # noqa: E402
@@ -108,6 +113,7 @@ def main(argv=None) -> None:
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))
     parser.add_argument("--vocab", default=shared_data.path("vocab", "bert_uncased_vocab.txt"))
     parser.add_argument("--keras_hub_lines", type=int, default=None, help="first N lines for keras-hub")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     args = parser.parse_args(argv)
 
     lines = read_lines(args.corpus, args.lines)
@@ -165,6 +171,13 @@ def main(argv=None) -> None:
         "keras_hub_lines_differing_from_hf": diffs["keras_hub"],
         "fastbert_lines_differing_from_hf": diffs["fastbert"],
     }))
+    if not args.no_history:
+        workload = f"{os.path.basename(args.corpus)}, {len(lines)} lines, batches of {BATCH}"
+        ours_cpu = results["ours"]["cpu_s"]
+        history.record("tokenization", [
+            history.Figure("tokens_per_cpu_s", results["ours"]["rate"], True, workload, ours_cpu, 0.0),
+            history.Figure("ratio_vs_hf", results["ours"]["rate"] / hf_rate, True, workload,
+                           ours_cpu + results["hf"]["cpu_s"], 0.0)])
 
 
 if __name__ == "__main__":

@@ -273,7 +273,7 @@ def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: di
     tf.io.gfile.makedirs(staging)
     line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
     with progress.reporter(line, args.progress_seconds, beam_args) as reporter:
-        p = beam.Pipeline(options=pipeline_options(beam_args))
+        p = beam.Pipeline(options=pipeline_options(beam_args, files))
         build_pipeline(p, config, files, staging, args.num_shards, metadata, reporter.folder)
         result = p.run()
         result.wait_until_finish()

@@ -1,7 +1,11 @@
 """What every runner needs from the jobs: options, DoFns that pickle after `setup()`, counters as data.
 
 Options: without `--runner`, jobs run on the `DirectRunner` in multi-processing mode with one worker per
-core: offline, all cores, no Prism download (which a bare `DirectRunner` in Beam 2.77 attempts first). Any
+core: offline, all cores, no Prism download (which a bare `DirectRunner` in Beam 2.77 attempts first). A
+small input (under `SMALL_INPUT_BYTES`, decided from the input files' total size before the job starts) runs
+in-process on the `FnApiRunner` instead: each worker process imports TensorFlow and builds the tokenizer, about
+9 CPU-seconds each, which a small job cannot win back; the output is byte-identical either way. Naming
+`--direct_num_workers` or `--direct_running_mode` keeps the multi-processing default as given. Any
 other runner (`DataflowRunner`, `FlinkRunner`, `PortableRunner`, the Dask runner, `FnApiRunner` for
 in-process tests) is passed through unchanged. See docs/distributed_runners.md. Options that neither the
 job nor Beam (nor the named runner) knows are refused before the job starts (Beam itself only logs
@@ -27,6 +31,12 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from preprocessing.user_errors import UserError, check_range, verbose_wanted
 
 LOCAL_DEFAULTS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+IN_PROCESS = ["--runner=FnApiRunner"]
+# Below this many input bytes (a .gz file counts GZIP_RATIO times its size) the default is one process: the
+# 40-line job took 27.9 CPU-seconds on 2 worker processes and 9.9 in-process (docs/figures.md).
+SMALL_INPUT_BYTES = 4 * 2**20
+GZIP_RATIO = 3
+_WORKER_OPTIONS = ("--direct_num_workers", "--direct_running_mode")
 # Loggers that print a failing bundle's whole traceback, which the launcher reports itself in one line: the
 # relay of local workers' log lines (multi-processing DirectRunner), and the DoFn runner (in-process runners).
 _BUNDLE_ERROR_LOGGERS = ("apache_beam.runners.portability.local_job_service", "apache_beam.runners.common")
@@ -37,10 +47,40 @@ THREADED_DIRECT_WARNING = (
     "docs/distributed_runners.md")
 
 
-def pipeline_options(beam_args: list[str]) -> PipelineOptions:
-    """Beam options from the job's leftover command-line arguments, local-by-default."""
-    has_runner = any(a == "--runner" or a.startswith("--runner=") for a in beam_args)
-    options = PipelineOptions(list(beam_args) if has_runner else LOCAL_DEFAULTS + list(beam_args))
+def local_defaults(beam_args: list[str], input_bytes: int | None = None) -> list[str]:
+    """The runner options put before `beam_args`: none when a runner is named; in-process for a small input
+    (`input_bytes`, see `input_size`) unless the worker options are given; else the multi-processing default."""
+    if _given(beam_args, ("--runner",)):
+        return []
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES and not _given(beam_args, _WORKER_OPTIONS):
+        return list(IN_PROCESS)
+    return list(LOCAL_DEFAULTS)
+
+
+def input_size(paths_and_sizes) -> int:
+    """What `SMALL_INPUT_BYTES` is compared with: the summed sizes, a `.gz` file's times `GZIP_RATIO`."""
+    return sum(size * (GZIP_RATIO if path.endswith(".gz") else 1) for path, size in paths_and_sizes)
+
+
+def measured_input_size(files: list[str]) -> int:
+    """`input_size` of the files (local or remote: Beam's file systems give the sizes)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return input_size((m.path, m.size_in_bytes) for result in FileSystems.match(list(files))
+                      for m in result.metadata_list)
+
+
+def _given(beam_args: list[str], names) -> bool:
+    return any(a == n or a.startswith(n + "=") for a in beam_args for n in names)
+
+
+def pipeline_options(beam_args: list[str], files: list[str] | None = None) -> PipelineOptions:
+    """Beam options from the job's leftover command-line arguments, local-by-default: in-process when the
+    input `files` (sized only when no runner or worker option is given) are under `SMALL_INPUT_BYTES`."""
+    size = None
+    if files is not None and not _given(beam_args, ("--runner",) + _WORKER_OPTIONS):
+        size = measured_input_size(files)
+    options = PipelineOptions(local_defaults(beam_args, size) + list(beam_args))
     if options.get_all_options().get("direct_running_mode") == "multi_threading":
         print(THREADED_DIRECT_WARNING, file=sys.stderr)
     return options

@@ -267,7 +267,7 @@ def _run(args, beam_args) -> int:
             except (OSError, tf.errors.OpError) as e:
                 raise write_failed(os.path.join(args.output_dir, VOCAB_FILE), e) from e
             with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-                  as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
+                  as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
                 build_pipeline(p, args, config, files, reporter.folder)
     except BaseException as e:  # a failed run leaves nothing that looks like output (signals too)
         if isinstance(e, (Terminated, KeyboardInterrupt)):

@@ -203,7 +203,7 @@ def _run(args, beam_args) -> int:
     line = progress.ProgressLine("vocab", "lines", ("counted",), progress.input_bytes(files))
     try:
         with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-              as reporter, beam.Pipeline(options=pipeline_options(beam_args)) as p):
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
             build_pipeline(p, args, reporter.folder)
     except BaseException:
         _remove_partial(args.output)

@@ -156,9 +156,10 @@ def test_the_job_prints_progress_lines(exports, clean, tmp_path, capsys):
 
 
 def test_default_runner_loads_one_model_per_worker_process(exports, clean, tmp_path):
-    """No --runner: the multi-processing DirectRunner, one worker per core."""
+    """The multi-processing DirectRunner, one worker per core: the default for an input over
+    `beam_options.SMALL_INPUT_BYTES` (this small one would run in-process without `--direct_num_workers`)."""
     meta = run_embed(exports["gpt"], os.path.join(clean, "[ab].txt"), tmp_path / "out", "--layers", "last",
-                     runner=())
+                     runner=("--direct_num_workers", "0"))
     # the defaults: one record per line with text, LONG truncated (GPT's window); only the blank line dropped
     assert meta["examples"] == 7 and meta["counters"]["truncated"] == 1 and meta["dropped"]["empty"] == 1
     assert 1 <= meta["model_loads"] == meta["worker_processes"] <= os.cpu_count()
