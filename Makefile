@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 CORPUS ?=
 VOCAB_SIZE ?= 8000
-DEMO_STEPS ?= 300
+DEMO_STEPS ?= 600
 MINILM_STEPS ?= 100
 PYTEST_ARGS ?=
 

@@ -105,7 +105,8 @@ def _run(args, beam_args) -> int:
         FileSystems.delete([report])
     os.makedirs(args.output_dir, exist_ok=True) if "://" not in args.output_dir else None
     print(f"clean: {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
-    with without_worker_tracebacks(args.verbose), beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    options = pipeline_options(beam_args, files + heldout)
+    with without_worker_tracebacks(args.verbose), beam.Pipeline(options=options) as p:
         build_pipeline(p, args, files, heldout)
     with FileSystems.open(report) as f:
         print(json.load(f)["summary"], file=sys.stderr)
