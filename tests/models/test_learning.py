@@ -75,8 +75,9 @@ def _predictions(trained) -> np.ndarray:
 def test_predictions_depend_on_the_input(trained):
     log_probs = _predictions(trained)  # [N, V]
     top = log_probs.argmax(-1)
-    # A collapsed model answers the same token everywhere; this chain's successor rule gives many.
-    assert len(np.unique(top)) >= 20, f"{trained['kind']}: only {len(np.unique(top))} distinct top predictions"
+    # A collapsed model answers the same token everywhere; GPT's successor rule gives many answers, BERT's
+    # topics one per topic (16).
+    assert len(np.unique(top)) >= 8, f"{trained['kind']}: only {len(np.unique(top))} distinct top predictions"
     probs = np.exp(log_probs[:128])  # [n, V]
     spread = 0.5 * np.abs(probs[:, None, :] - probs[None, :, :]).sum(-1)  # total variation, [n, n]
     assert spread[np.triu_indices(len(probs), 1)].mean() > 0.5, "predicted distributions barely differ"
