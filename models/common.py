@@ -39,8 +39,9 @@ def transformer_preset(layers: int, hidden: int, heads: int, **fields) -> dict:
 
 @keras.saving.register_keras_serializable(package="models")
 class OutputBias(keras.layers.Layer):
-    """A learned bias over the last axis (the vocabulary), zero-initialised: the output layer's bias of a
-    language model whose logits come from the tied token embedding (BERT's MLM head has one)."""
+    """A learned bias over the last axis (the vocabulary), zero-initialised: the output bias of a language
+    model whose logits come from keras-hub's `ReversibleEmbedding`, tied or not, which has none of its own
+    (BERT's MLM head has one). Named `bias`, so weight decay leaves it alone."""
 
     def build(self, input_shape):
         self.bias = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="bias")
