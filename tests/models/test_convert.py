@@ -275,8 +275,9 @@ def test_bad_input_fails_with_the_reason(hf_dir, tmp_path, capsys):
                                              tmp_path / "none.json", "--model_dir", tmp_path / "f")
     assert "vocabulary not found" in error("--from", "hf_bert", "--checkpoint", folder, "--vocab",
                                            tmp_path / "none.txt", "--model_dir", tmp_path / "g")
-    assert "TF1 checkpoint not found" in error("--from", "bert_tf1", "--checkpoint",
-                                               os.path.join(folder, "model.safetensors"), "--model_dir", tmp_path / "h")
+    # the config is read before the weights: a TF1 conversion from a folder without bert_config.json says so
+    assert "model config not found" in error("--from", "bert_tf1", "--checkpoint",
+                                             os.path.join(folder, "model.safetensors"), "--model_dir", tmp_path / "h")
     assert "unknown format 'gpt2'" in error("--from", "gpt2", "--checkpoint", folder, "--model_dir", tmp_path / "i")
     assert "no config.json" in error("--to", "hf_bert", "--model_dir", tmp_path / "nowhere", "--output", tmp_path / "o")
     assert not os.path.exists(tmp_path / "a" / "checkpoint")  # nothing that looks finished

@@ -223,7 +223,8 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_finite_checkpoint(d
     assert train.main(common + ["--set", "train_steps=4", "--set", "learning_rate=1e-3"]) == 0
     capsys.readouterr()
     # Adam steps of 1e30 overflow the weights: the next loss is NaN
-    assert train.main(common + ["--set", "train_steps=12", "--set", "learning_rate=1e30"]) == train.NON_FINITE_LOSS
+    assert train.main(common + ["--set", "train_steps=12", "--set", "learning_rate=1e30",
+                                "--allow_change", "learning_rate"]) == train.NON_FINITE_LOSS
     captured = capsys.readouterr()
     errors = [line for line in captured.err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "non-finite loss in steps" in errors[0] and "ckpt-4" in errors[0], captured.err

@@ -5,7 +5,7 @@ import gzip
 import pytest
 
 from pipeline.corpus_io import InputFileError
-from pipeline.documents import ReadDocuments
+from pipeline.documents import SKIPPED_AT, ReadDocuments
 
 
 def test_documents_split_at_blank_lines_and_long_lines_are_skipped(tmp_path):
@@ -15,7 +15,8 @@ def test_documents_split_at_blank_lines_and_long_lines_are_skipped(tmp_path):
     *out, counts = reader.process((3, str(path)))
     assert out == [((3, 0), ["a b", "c d"]), ((3, 1), ["e f", "g h"]), ((3, 2), ["bad \ufffd"])]
     assert counts == {"documents": 3, "empty_documents": 2, "sentences": 5, "lines": 9,
-                      "lines_with_invalid_utf8": 1, "lines_over_max_bytes": 1}
+                      "lines_with_invalid_utf8": 1, "lines_over_max_bytes": 1,
+                      f"{SKIPPED_AT}{path}:7": 1}  # the skipped line, named for metadata.json
 
 
 def test_truncated_gzip_names_the_file(tmp_path):
