@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from serving.server.servable import Batcher, ServingError
 from serving.server.model_config import ModelEntry, write_model_config_list
 from serving.server.http import ModelServer, ServerOptions
 from tests.conftest import ROOT
-from tests.fixtures.serving import predict_request, save_classifier, save_text_model, write_warmup
+from tests.fixtures.serving import http, predict_request, save_classifier, save_text_model, write_warmup
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +40,6 @@ def server(exported, tmp_path_factory):
               ModelEntry("cls", str(base / "cls"))]
     with ModelServer(models, ServerOptions(rest_api_port=0, grpc_port=0)) as running:
         yield running
-
-
-def http(server, method, path, body=None):
-    """-> (status, decoded JSON) for any method and a raw (bytes) or JSON body."""
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    request = urllib.request.Request(server.url + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_status_routes(server):

@@ -6,9 +6,6 @@ models of the model-server test). The expected answers are those TF Serving's te
 assert a substring of an error, so do these.
 """
 
-import json
-import urllib.error
-import urllib.request
 
 import grpc
 import pytest
@@ -21,6 +18,7 @@ from serving.server.http import ModelServer, ServerOptions
 from serving.server.servable import CLASSIFY, Servable, ServingError
 from serving.server.model_config import ModelEntry
 from tests.fixtures import tf_serving_models as models
+from tests.fixtures.serving import http as rest
 
 VERSION = models.VERSION
 RPC_TIMEOUT = 30.0
@@ -46,16 +44,6 @@ def stubs(server):
     yield (prediction_service_pb2_grpc.PredictionServiceStub(channel),
            model_service_pb2_grpc.ModelServiceStub(channel))
     channel.close()
-
-
-def rest(server, method: str, path: str, body=None) -> tuple[int, dict]:
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    request = urllib.request.Request(server.url + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 # --- REST: tensorflow_model_server_test.py (testPredictREST, testPredictColumnarREST, ...) -------------------
