@@ -25,6 +25,7 @@ import json
 import os
 import time
 
+import keras
 import numpy as np
 
 
@@ -120,7 +121,6 @@ def run_ours(args, metadata) -> tuple[list[dict], dict]:
 
 def keras_hub_model(kind: str, c):
     """The keras-hub model of the same size as our config `c`: dict of keras-hub inputs -> logits."""
-    import keras
     import keras_hub
 
     if kind == "gpt":
@@ -176,15 +176,13 @@ def heldout_metrics(kind: str, model, batches) -> dict:
 
 
 def run_keras_hub(args, metadata) -> tuple[list[dict], dict]:
-    import keras
-
     from models import families
     from preprocessing import readers
 
     model_config, tc = resolve_configs(args.kind, args.preset, metadata.vocab.size, args.overrides, args.steps)
     keras.utils.set_random_seed(tc.seed)
     model = keras_hub_model(args.kind, model_config)
-    rate = _KerasSchedule(tc.learning_rate, tc.warmup_steps, tc.train_steps)
+    rate = _Schedule(tc.learning_rate, tc.warmup_steps, tc.train_steps)
     optimizer = keras.optimizers.AdamW(rate, weight_decay=tc.weight_decay, beta_1=tc.beta_1, beta_2=tc.beta_2,
                                        epsilon=tc.epsilon, global_clipnorm=tc.clip_norm or None)
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
@@ -207,33 +205,23 @@ def run_keras_hub(args, metadata) -> tuple[list[dict], dict]:
                   "keras_hub_model": type(model).__name__}
 
 
-def _keras_classes():
-    import keras
+class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """`linear_rate` as a Keras schedule (the keras-hub runs' optimizer)."""
 
-    class Schedule(keras.optimizers.schedules.LearningRateSchedule):
-        def __init__(self, peak, warmup, total):
-            self.peak, self.warmup, self.total = peak, warmup, total
+    def __init__(self, peak, warmup, total):
+        self.peak, self.warmup, self.total = peak, warmup, total
 
-        def __call__(self, step):
-            return linear_rate(step, self.peak, self.warmup, self.total)
-
-    class EvalEachEpoch(keras.callbacks.Callback):
-        def __init__(self, fn):
-            super().__init__()
-            self.fn = fn
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.fn(epoch)
-
-    return Schedule, EvalEachEpoch
+    def __call__(self, step):
+        return linear_rate(step, self.peak, self.warmup, self.total)
 
 
-def _KerasSchedule(*a):  # noqa: N802 - classes made lazily, so that importing this module imports no Keras
-    return _keras_classes()[0](*a)
+class _EvalEachEpoch(keras.callbacks.Callback):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
 
-
-def _EvalEachEpoch(*a):  # noqa: N802
-    return _keras_classes()[1](*a)
+    def on_epoch_end(self, epoch, logs=None):
+        self.fn(epoch)
 
 
 def main(argv=None) -> None:
