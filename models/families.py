@@ -133,18 +133,33 @@ def _mismatch(path: str, reason: str) -> CheckpointMismatchError:
         f"checkpoints miss the character CNN and LSTM layers: retrain it")
 
 
-def load_model(model_dir: str):
-    """Rebuilds the model of `model_dir` from its config.json and restores the latest checkpoint's weights
-    (not the optimizer). Returns `(task, model, config)`; for export, fine-tuning and conversion."""
+def load_model(model_dir: str, checkpoint: str | None = None):
+    """Rebuilds the model of `model_dir` from its config.json and restores the weights (not the optimizer) of
+    `checkpoint` (a name in model_dir such as `ckpt-2000`, or a path) or else of the latest checkpoint.
+    Returns `(task, model, config)`; for export, fine-tuning and conversion."""
     saved = read_config(model_dir)
-    latest = tf.train.latest_checkpoint(model_dir)
-    if not latest:
-        raise FileNotFoundError(f"no checkpoint in {model_dir}")
+    latest = checkpoint_path(model_dir, checkpoint)
     task = make_task(saved["model"], saved["model_config"], saved["data"])
     model = task.build_model()
     restore(tf.train.Checkpoint(model=model), latest, partial=True)
     return task, model, saved
 
+
+
+def checkpoint_path(model_dir: str, checkpoint: str | None = None) -> str:
+    """The checkpoint prefix to restore: `checkpoint` (a name in model_dir, or a path), else the latest one.
+    Raises FileNotFoundError naming what is there when it does not exist."""
+    if checkpoint is None:
+        latest = tf.train.latest_checkpoint(model_dir)
+        if not latest:
+            raise FileNotFoundError(f"no checkpoint in {model_dir}")
+        return latest
+    path = checkpoint if tf.io.gfile.exists(checkpoint + ".index") else os.path.join(model_dir, checkpoint)
+    if not tf.io.gfile.exists(path + ".index"):
+        state = tf.train.get_checkpoint_state(model_dir)
+        there = [os.path.basename(p) for p in state.all_model_checkpoint_paths] if state else []
+        raise FileNotFoundError(f"no checkpoint {checkpoint} in {model_dir} (there: {', '.join(there) or 'none'})")
+    return path
 
 
 def init_from(model, source_dir: str) -> list[str]:

@@ -1,9 +1,10 @@
 """Export a trained model_dir as TF-Hub modules and a TF Serving version folder.
 
     python -m serving.export --model_dir DIR --export_dir DIR [--version N] [--warmup_text FILE]
-        [--model_name NAME] [--overwrite]
+        [--model_name NAME] [--checkpoint ckpt-N] [--overwrite]
 
-Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint, and writes
+Rebuilds the model from `model_dir/config.json`, restores the latest checkpoint (or `--checkpoint`, one of the
+checkpoints model_dir keeps: `keep_checkpoints`), and writes
   - `<export_dir>/hub/encoder/` + `hub/preprocessor/` (BERT) or `hub/module/` (GPT, biLM): TF2 reusable
     SavedModels with `assets/vocab.txt` (and the biLM's `options.json`) and a tfhub.dev model card
     (`README.md`); an existing `hub/` is replaced only with `--overwrite`;
@@ -64,6 +65,8 @@ def parse_args(argv):
     parser.add_argument("--version", type=int, default=None, help="TF Serving version (default: next free)")
     parser.add_argument("--warmup_text", default=None, help="text file: its first lines become warm-up requests")
     parser.add_argument("--model_name", default=None, help="TF Serving model name (default: bert, gpt or bilm)")
+    parser.add_argument("--checkpoint", default=None, metavar="ckpt-N",
+                        help="a checkpoint of model_dir (name or path; default: the latest)")
     parser.add_argument("--overwrite", action="store_true", help="replace the hub/ modules of an earlier export")
     return parser.parse_args(argv)
 
@@ -201,9 +204,10 @@ def replay_warmup(saved_model_dir: str, model_name: str, version: int) -> None:
 
 
 def export(model_dir: str, export_dir: str, version: int | None = None, warmup_text: str | None = None,
-           model_name: str | None = None, log=print, overwrite: bool = False) -> dict:
+           model_name: str | None = None, log=print, overwrite: bool = False, checkpoint: str | None = None) -> dict:
     """Writes the export; returns `{"hub": {name: path}, "serving": path, "model_config": path, "version": N}`."""
     from models import families
+    from models.training import rerun
     from preprocessing.wordpiece import WordPieceTokenizer
     from serving.export import model_card
     from serving.export import op_check
@@ -219,9 +223,11 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     model_name = model_name or kind or "model"
     check_flags(model_dir, export_dir, kind, version, warmup_text, model_name, overwrite)
     try:
-        _, model, saved = families.load_model(model_dir)
+        restored = families.checkpoint_path(model_dir, checkpoint)
+        _, model, saved = families.load_model(model_dir, restored)
     except (FileNotFoundError, families.CheckpointMismatchError) as e:
         raise ExportError(str(e)) from e
+    latest = restored == tf.train.latest_checkpoint(model_dir)
     serving_root = os.path.join(os.path.abspath(export_dir), "serving")
     version = next_version(os.path.join(serving_root, model_name), version)
     vocab_path, vocab = _vocab(model_dir, saved)
@@ -229,11 +235,11 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     texts = warmup_texts(warmup_text)
     metrics_path = os.path.join(model_dir, "metrics.json")
     metrics = {}
-    if os.path.exists(metrics_path):
+    if latest and os.path.exists(metrics_path):  # the final metrics describe the latest checkpoint only
         with open(metrics_path) as f:
             metrics = json.load(f)
     facts = {"name": model_name, "preset": saved["preset"], "export_dir": os.path.abspath(export_dir),
-             "train_data": saved["data"].get("train_data"), "train_steps": saved["train_config"].train_steps,
+             "train_data": saved["data"].get("train_data"), "train_steps": (saved["train_config"].train_steps if latest else rerun.trained_steps(restored)),
              "vocab_size": len(vocab), "max_seq_length": saved["data"]["max_seq_length"],
              "lower_case": tokenizer.lower_case, "metrics": metrics}
 
@@ -293,7 +299,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         result = export(args.model_dir, args.export_dir, args.version, args.warmup_text, args.model_name,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, checkpoint=args.checkpoint)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.code

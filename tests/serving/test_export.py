@@ -5,6 +5,7 @@ half-written."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -316,6 +317,30 @@ def test_bad_input_is_refused_with_a_clear_message(runs, tmp_path, capsys):
     assert export.main(["--model_dir", str(wrong), "--export_dir", str(tmp_path / "e")]) == 2
     assert "not the vocabulary the model was trained with" in capsys.readouterr().err
     assert not (tmp_path / "e" / "serving").exists()
+
+
+def test_an_earlier_checkpoint_exports_with_its_own_weights_and_step(runs, tmp_path, capsys):
+    """`--checkpoint ckpt-N` exports that checkpoint (the moonshot scores every kept one); a name model_dir does not
+    keep is refused, naming the ones it does."""
+    model_dir = str(tmp_path / "gpt")
+    shutil.copytree(runs["gpt"][0], model_dir)
+    pattern = families.read_config(model_dir)["data"]["train_data"]
+    assert train.main(["--train_data", pattern, "--model_dir", model_dir, "--set", "train_steps=3"]) == 0
+    _, earlier, _ = families.load_model(model_dir, "ckpt-2")
+    _, latest, _ = families.load_model(model_dir)
+    assert any(not np.array_equal(a, b) for a, b in zip(earlier.get_weights(), latest.get_weights()))
+    capsys.readouterr()
+    assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--checkpoint", "ckpt-9"]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint ckpt-9" in err and "ckpt-2" in err and "ckpt-3" in err
+    assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "e"), "--checkpoint", "ckpt-2"]) == 0
+    card = open(tmp_path / "e" / "hub" / "module" / "README.md").read()
+    assert "Pretrained for 2 steps" in card
+    exported = [v.numpy() for v in tf.saved_model.load(str(tmp_path / "e" / "hub" / "module")).variables]
+    i = next(i for i, (a, b) in enumerate(zip(earlier.get_weights(), latest.get_weights()))
+             if a.size > 1000 and not np.array_equal(a, b))
+    assert any(np.array_equal(v, earlier.get_weights()[i]) for v in exported)
+    assert not any(np.array_equal(v, latest.get_weights()[i]) for v in exported)
 
 
 def test_the_local_server_answers_with_the_exports(runs):
