@@ -19,7 +19,7 @@ CURVES = "training_curves.png"
 # Panels in this order when present; anything else a family logs follows, alphabetically.
 PREFERRED = ("loss", "mlm_loss", "mlm_accuracy", "nsp_accuracy", "perplexity", "forward_perplexity",
              "backward_perplexity", "accuracy", "learning_rate", "tokens_per_second")
-SKIPPED = ("step", "split", "examples_per_second", "flops_per_second")
+SKIPPED = ("step", "split", "examples_per_second", "flops_per_second", "cpu_seconds")
 
 
 def read_history(path: str) -> list[dict]:

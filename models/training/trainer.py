@@ -286,7 +286,9 @@ class Trainer:
             for k, v in metrics.items():
                 tf.summary.scalar(k, v)
         writers["train"].flush()
-        self._append_history({"step": step, "split": "train", **metrics})
+        # The training process's CPU seconds so far (all threads, start-up and tracing included): what a step
+        # budget costs on this machine (`benchmarks.model_quality --senses` reads it per checkpoint).
+        self._append_history({"step": step, "split": "train", **metrics, "cpu_seconds": round(time.process_time(), 1)})
         return metrics
 
     def _log_eval(self, writers, step, metrics):
