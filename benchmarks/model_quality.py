@@ -2,6 +2,7 @@
 baselines a model that learned nothing about context would reach.
 
     python -m benchmarks.model_quality [--work_dir .cache/model_quality] [--steps N] [--models bert,gpt,bilm]
+        [--senses wordnet|PATH --sense_every K]
 
 Runs the product end to end, each step a real command: `pipeline.vocab` learns an 8k WordPiece vocabulary
 from `../shared/data/corpus/pretrain.txt.gz`; `pipeline.pretraining_data` writes TFRecords for each model from
@@ -13,6 +14,15 @@ every full held-out batch. Baselines come from the same TFRecords:
   add-one-smoothed unigram distribution.
 - GPT and biLM: the unigram perplexity of the held-out targets under the add-one-smoothed training unigram
   distribution (what any model without context can at best approach).
+
+With `--senses`, the moonshot: every `--sense_every` steps the run keeps a checkpoint, which is exported
+(`serving.export --checkpoint`) and scored by `downstream.evaluate_senses` on the sense records (`wordnet`: the
+demo's WordNet 3.1 example sentences, `demo.wordnet`, built under `.cache/`). The table gives, per checkpoint,
+the training process's CPU-minutes so far (`cpu_seconds` in history.jsonl: start-up and tracing included), the
+best *contextual* layer's sense accuracy, the static layer's and the most-frequent-sense ceiling (the best
+any static embedding can do), and the first checkpoint whose contextual accuracy reaches that ceiling. One run
+with its own schedule (warm-up a tenth, linear decay to the last step): an earlier checkpoint was taken at a
+higher learning rate than a run that ended there would have, so its figure is, if anything, pessimistic.
 
 Prints a table and, last, one JSON object. Finished steps are reused when their outputs exist.
 """
@@ -32,8 +42,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = {"pretrain": shared_data.path("corpus", "pretrain.txt.gz"),
           "heldout": shared_data.path("corpus", "heldout.txt.gz")}
 TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}
-# Per model: optimizer steps and peak learning rate of the brief run (warm-up: a tenth of the steps).
+# Per model: optimizer steps and peak learning rate of the brief run (warm-up: a tenth of the steps), and
+# model fields: the demo's recipe (demo/training_steps.py; BERT learns more per token without dropout).
 RECIPES = {"bert": (1000, 2e-3), "gpt": (600, 1e-3), "bilm": (1000, 2e-3)}
+MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
 
 
 def prepare(work_dir: str, kind: str) -> dict[str, str]:
@@ -76,19 +88,56 @@ def unigram_baseline(train_pattern: str, heldout_pattern: str, kind: str, vocab_
             "targets": int(heldout.size)}
 
 
-def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | None = None) -> dict:
+def train_and_evaluate(work_dir: str, kind: str, patterns: dict, steps: int | None = None,
+                       checkpoint_every: int | None = None) -> dict:
     steps, learning_rate = (steps or RECIPES[kind][0]), RECIPES[kind][1]
     model_dir = os.path.join(work_dir, f"run-{kind}-{steps}")
+    every = checkpoint_every or steps
     flags = {**TRAIN_FLAGS, "train_steps": steps, "learning_rate": learning_rate, "warmup_steps": steps // 10,
-             "checkpoint_every": steps}
+             "checkpoint_every": every, "keep_checkpoints": -(-steps // every), **MODEL_FLAGS[kind]}
+    if checkpoint_every:  # one history row per checkpoint (its CPU seconds)
+        flags.update(log_every=every, steps_per_execution=math.gcd(every, TRAIN_FLAGS["steps_per_execution"]))
     start = time.time()
     run_module(["models.training.train", "--model", kind, "--preset", f"{kind}_tiny", "--train_data", patterns["pretrain"],
                 "--model_dir", model_dir, *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")]])
     seconds = time.time() - start
     result = json.loads(run_module(["models.training.evaluate", "--model_dir", model_dir, "--eval_data",
                                     patterns["heldout"]]).strip().splitlines()[-1])
-    return {**result, "train_seconds": round(seconds, 1), "train_steps": steps,
+    return {**result, "train_seconds": round(seconds, 1), "train_steps": steps, "model_dir": model_dir,
             "train_tokens": steps * TRAIN_FLAGS["batch_size"] * _seq_length(patterns["pretrain"])}
+
+
+def sense_curve(model_dir: str, senses: str, every: int) -> list[dict]:
+    """Per kept checkpoint (every `every` steps): its step, the training process's CPU seconds at that step, and
+    the sense figures of its export (`downstream.evaluate_senses`); each export and score reused when present."""
+    with open(os.path.join(model_dir, "history.jsonl")) as f:
+        cpu = {r["step"]: r["cpu_seconds"] for r in map(json.loads, f) if r.get("split") == "train"}
+    curve = []
+    for step in sorted(s for s in cpu if s % every == 0):
+        export_dir = os.path.join(model_dir, "exports", f"ckpt-{step}")
+        scores = export_dir + ".senses.json"
+        if not os.path.exists(scores):
+            if not os.path.exists(os.path.join(export_dir, "export.json")):
+                run_module(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir,
+                            "--checkpoint", f"ckpt-{step}", "--overwrite"])
+            line = run_module(["downstream.evaluate_senses", "--module", export_dir, "--data", senses]
+                              ).strip().splitlines()[-1]
+            with open(scores + ".tmp", "w") as f:
+                f.write(line)
+            os.replace(scores + ".tmp", scores)
+        with open(scores) as f:
+            s = json.load(f)
+        contextual = {k: v for k, v in s["layers"].items() if k != s["static_layer"]}
+        best = max(contextual, key=contextual.get)
+        curve.append({"step": step, "cpu_minutes": round(cpu[step] / 60, 2), "best_contextual_layer": best,
+                      "contextual_accuracy": round(contextual[best], 4),
+                      "static_accuracy": round(s["static_accuracy"], 4), "mfs_ceiling": round(s["baseline"], 4)})
+    return curve
+
+
+def first_above_ceiling(curve: list[dict]) -> dict | None:
+    """The first checkpoint whose best contextual layer reaches the most-frequent-sense ceiling, or None."""
+    return next((c for c in curve if c["contextual_accuracy"] >= c["mfs_ceiling"]), None)
 
 
 def _seq_length(pattern: str) -> int:
@@ -96,15 +145,20 @@ def _seq_length(pattern: str) -> int:
         return json.load(f)["config"]["max_seq_length"]
 
 
-def run(work_dir: str, kinds: list[str], steps: int | None = None) -> dict:
+def run(work_dir: str, kinds: list[str], steps: int | None = None, senses: str | None = None,
+        sense_every: int | None = None) -> dict:
     os.makedirs(work_dir, exist_ok=True)
     results = {}
     for kind in kinds:
         patterns = prepare(work_dir, kind)
         with open(os.path.join(os.path.dirname(patterns["pretrain"]), "metadata.json")) as f:
             vocab_size = json.load(f)["vocab"]["size"]
-        results[kind] = {"model": train_and_evaluate(work_dir, kind, patterns, steps),
+        model = train_and_evaluate(work_dir, kind, patterns, steps, sense_every if senses else None)
+        results[kind] = {"model": model,
                          "baseline": unigram_baseline(patterns["pretrain"], patterns["heldout"], kind, vocab_size)}
+        if senses:
+            curve = sense_curve(model["model_dir"], senses, sense_every or model["train_steps"])
+            results[kind]["senses"] = {"curve": curve, "reaches_ceiling": first_above_ceiling(curve)}
     return results
 
 
@@ -122,6 +176,17 @@ def report(results: dict) -> None:
         for i, (name, value, baseline) in enumerate(rows):
             time_text = f"{model['train_seconds']:.0f} s" if i == 0 else ""
             print(f"{kind if i == 0 else '':6} {name:22} {value:10.4g} {baseline:10.4g} {time_text:>11}")
+    for kind, r in results.items():
+        if "senses" not in r:
+            continue
+        print(f"\n{kind}: sense accuracy per checkpoint (nearest neighbour, leave-one-out)")
+        print(f"{'step':>6} {'CPU min':>8} {'contextual':>10} {'layer':>14} {'static':>7} {'MFS':>6}")
+        for c in r["senses"]["curve"]:
+            print(f"{c['step']:6d} {c['cpu_minutes']:8.1f} {c['contextual_accuracy']:10.4f} "
+                  f"{c['best_contextual_layer']:>14} {c['static_accuracy']:7.4f} {c['mfs_ceiling']:6.4f}")
+        hit = r["senses"]["reaches_ceiling"]
+        print(f"{kind}: " + (f"reaches the most-frequent-sense ceiling at step {hit['step']}, {hit['cpu_minutes']:.1f} "
+                             f"CPU-minutes of training" if hit else "does not reach the ceiling in this run"))
 
 
 def main(argv=None) -> None:
@@ -129,8 +194,15 @@ def main(argv=None) -> None:
     parser.add_argument("--work_dir", default=os.path.join(ROOT, ".cache", "model_quality"))
     parser.add_argument("--steps", type=int, default=None, help=f"default per model: {RECIPES}")
     parser.add_argument("--models", default="bert,gpt,bilm")
+    parser.add_argument("--senses", default=None, metavar="wordnet|PATH",
+                        help="score sense accuracy per checkpoint on these records (wordnet: the demo's)")
+    parser.add_argument("--sense_every", type=int, default=None, help="steps between scored checkpoints")
     args = parser.parse_args(argv)
-    results = run(args.work_dir, args.models.split(","), args.steps)
+    senses = args.senses
+    if senses == "wordnet":
+        from demo import wordnet
+        senses = wordnet.fetch(os.path.join(ROOT, ".cache"))
+    results = run(args.work_dir, args.models.split(","), args.steps, senses, args.sense_every)
     report(results)
     print(json.dumps(results))
 
