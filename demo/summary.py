@@ -1,6 +1,7 @@
-"""The demo's closing report: `summary.json` and three tables (every artefact, what cleaning removed among
-them; sense accuracy per model with its static layer and the most-frequent-sense ceiling; what continued
-pretraining bought). Pure functions of the steps' results, apart from the sizes of the files they name."""
+"""The demo's closing report: `summary.json` and three tables (every artefact, the cleaned text's row with what
+each dedup rule removed; sense accuracy per model with its static layer and the most-frequent-sense ceiling;
+what continued pretraining bought). Pure functions of the steps' results, apart from the sizes of the files
+they name."""
 
 import os
 
