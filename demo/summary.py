@@ -1,6 +1,7 @@
-"""The demo's closing report: `summary.json` and three tables (every artefact; sense accuracy per model with
-its static layer and the most-frequent-sense ceiling; what continued pretraining bought). Pure functions of
-the steps' results, apart from the sizes of the files they name."""
+"""The demo's closing report: `summary.json` and three tables (every artefact, the cleaned text's row with what
+each dedup rule removed; sense accuracy per model with its static layer and the most-frequent-sense ceiling;
+what continued pretraining bought). Pure functions of the steps' results, apart from the sizes of the files
+they name."""
 
 import os
 
@@ -76,17 +77,26 @@ LEARNING_HEADER = ("model", "figure", "trained", "context-free baseline", "ratio
 ADAPTATION_HEADER = ("all-MiniLM-L6-v2 on the corpus", "before (converted)", "after (continued)")
 
 
+def cleaning_cell(c: dict) -> str:
+    """The cleaning row's figures: documents kept, then what each rule removed (a zero too: nothing found is news)."""
+    return (f"kept {c['kept']:,} of {c['documents_seen']:,} training documents; removed: exact {c['exact']:,}, "
+            f"near {c['near']:,}, held-out exact {c['heldout_exact']:,}, held-out near {c['heldout_near']:,} "
+            f"(of {c['heldout_read']:,}); spans: {c['span_sentences']:,} sentences, "
+            f"{c['span_emptied']:,} documents emptied")
+
+
 def artefact_rows(s: dict) -> list[tuple]:
     """One row per artefact, with its size and the figures a user looks for."""
     rows = [
         ("1 corpus", f"{s['corpus_mb']} MB", f"{s['train_documents']:,} training + {s['heldout_documents']:,} "
          f"held-out documents", s["corpus"]),
-        ("2 vocabulary", size(s["vocab"]), f"{sum(1 for _ in open(s['vocab'])):,} WordPieces", s["vocab"]),
-        ("3 tokens", size(s["tokens"]), f"{s['pieces_per_word']} pieces/word, [UNK] {100 * s['unk_rate']:.3f}%",
+        ("2 cleaning", size(s["cleaning"]["train"]), cleaning_cell(s["cleaning"]), s["cleaning"]["report_md"]),
+        ("3 vocabulary", size(s["vocab"]), f"{sum(1 for _ in open(s['vocab'])):,} WordPieces", s["vocab"]),
+        ("4 tokens", size(s["tokens"]), f"{s['pieces_per_word']} pieces/word, [UNK] {100 * s['unk_rate']:.3f}%",
          s["tokens"]),
     ]
     for name, n in s["examples"].items():
-        rows.append((f"5 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
+        rows.append((f"6 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
                      os.path.join(s["data"], name)))
     figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f} (most frequent token "
                                  f"{r['baseline']['most_frequent_accuracy']:.3f}), NSP acc {r['nsp_accuracy']:.3f}",
@@ -94,23 +104,23 @@ def artefact_rows(s: dict) -> list[tuple]:
                "bilm": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})"}
     for name, run in s["runs"].items():
         kind = "bert" if name.startswith("minilm") else name
-        rows.append((f"6-7 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
+        rows.append((f"7-8 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
                      f"steps, {run['train_seconds']:.0f} s this run", run["model_dir"]))
     for name, export in s["exports"].items():
         version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
-        rows.append((f"8 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
+        rows.append((f"9 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
                      export["export_dir"]))
     e = s["embeddings"]
-    rows.append(("9 embeddings", size(e["output_dir"]), f"{e['examples']:,} held-out sentences x "
+    rows.append(("10 embeddings", size(e["output_dir"]), f"{e['examples']:,} held-out sentences x "
                  f"{e['dims']['last']} (minilm, mean of `last`), {len(e['files'])} shard(s)", e["output_dir"]))
     a = s["serving"]
-    rows.append(("10 serving", "", ", ".join(f"{k[:-3]} {v} ms" for k, v in a.items() if k.endswith("_ms")),
+    rows.append(("11 serving", "", ", ".join(f"{k[:-3]} {v} ms" for k, v in a.items() if k.endswith("_ms")),
                  os.path.join(s["export"], "models.config")))
     for name, p in s["polysemy"].items():
-        rows.append((f"11 {name} polysemy", "", f"sense acc {p['accuracy']:.3f} ({p['best_layer']}) vs static "
+        rows.append((f"12 {name} polysemy", "", f"sense acc {p['accuracy']:.3f} ({p['best_layer']}) vs static "
                      f"{p['static_accuracy']:.3f}, MFS {p['mfs_baseline']:.3f}", p["png"]))
     for name, path in s["training_curves"].items():
-        rows.append((f"12 {name} curves", size(path), "", path))
+        rows.append((f"13 {name} curves", size(path), "", path))
     return rows
 
 
@@ -132,6 +142,7 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
     report = {
         "corpus": out["corpus"], "corpus_mb": out["corpus_mb"],
         "train_documents": out["split"]["train_documents"], "heldout_documents": out["split"]["heldout_documents"],
+        "cleaning": out["cleaning"],
         "vocab": out["vocab"], "tokens": out["tokens"], **stats,
         "unk_rate": round(stats["unk"] / max(stats["pieces"], 1), 6),
         "pieces_per_word": round(stats["pieces"] / max(stats["words"], 1), 4),

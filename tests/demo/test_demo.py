@@ -82,7 +82,7 @@ def test_missing_sense_data_stops_before_any_step(tmp_path, capsys):
 
 
 def test_tokenize_step_writes_what_the_tokenize_command_writes(tmp_path, tiny_vocab, capsys):
-    """The demo's step 3 runs `preprocessing.tokenize`'s loop: the same ids, line for line, over plain and
+    """The demo's step 4 runs `preprocessing.tokenize`'s loop: the same ids, line for line, over plain and
     gzipped files; coverage figures from it; a second run reuses the file."""
     vocab = str(tmp_path / "vocab.txt")
     tiny_vocab.write(vocab)
@@ -179,6 +179,16 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
 
     report = json.loads((out / "summary.json").read_text())
     assert report["heldout_documents"] >= 1 and report["train_documents"] + report["heldout_documents"] == 40
+    cleaning = report["cleaning"]  # step 2: every later step reads the cleaned training text
+    removed = sum(cleaning[k] for k in ("exact", "near", "span_emptied", "heldout_exact", "heldout_near"))
+    assert cleaning["documents_seen"] == report["train_documents"] == cleaning["kept"] + removed
+    assert cleaning["heldout_read"] == report["heldout_documents"] and cleaning["dedup"] == "all"
+    assert cleaning["train"] == str(out / "corpus" / "cleaned" / "00000-train.txt")
+    assert all(os.path.exists(cleaning[k]) for k in ("train", "report", "report_md"))
+    assert cleaning["summary"].startswith("clean: cleaning kept ") and cleaning["summary"] in first.stderr
+    assert f"pipeline.vocab --input {cleaning['train']}" in first.stdout
+    assert f"pipeline.pretraining_data --input {cleaning['train']}" in first.stdout
+    assert sorted(report["step_seconds"], key=int) == [str(n) for n in range(1, 14)]
     for name in ("bert", "gpt", "bilm", "minilm", "bert_heldout", "gpt_heldout", "bilm_heldout", "minilm_heldout"):
         assert report["examples"][name] > 0
     models = ("bert", "gpt", "bilm", "minilm_converted", "minilm")
@@ -207,13 +217,15 @@ def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_
     assert embeddings["examples"] > 0 and embeddings["dims"] == {"last": 384}
     assert embeddings["model_loads"] == embeddings["worker_processes"] >= 1  # one model per worker process
     assert all(os.path.exists(f) for f in embeddings["files"]) and len(embeddings["neighbours"]["nearest"]) == 3
-    for row in ("11 minilm polysemy", "8 gpt export", "6-7 minilm_head", "9 embeddings", "held-out MLM accuracy",
+    for row in ("2 cleaning", f"kept {cleaning['kept']} of {cleaning['documents_seen']} training documents",
+                "12 minilm polysemy", "9 gpt export", "7-8 minilm_head", "10 embeddings", "held-out MLM accuracy",
                 "continued: after", "from scratch", "context-free baseline", "unigram"):
         assert row in table
 
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    for reused in ("reusing " + str(out / "corpus"), "reusing " + str(out / "vocab.txt"),
+    for reused in ("reusing " + str(out / "corpus"), "reusing " + str(out / "corpus" / "cleaned"),
+                   cleaning["summary"], "reusing " + str(out / "vocab.txt"),
                    "reusing " + str(out / "tokens.txt"), "reusing " + str(out / "data" / "minilm_heldout"),
                    "reusing " + str(out / "runs" / "minilm_converted"), "from step 6 to 6", "from step 3 to 3",
                    "is up to date", "minilm: reusing", "reusing " + str(out / "embeddings")):
