@@ -10,6 +10,10 @@ VOCAB_SIZE ?= 8000
 DEMO_STEPS ?= 600
 MINILM_STEPS ?= 100
 PYTEST_ARGS ?=
+# Test files run two at a time, each file in one worker (pytest-xdist `--dist loadfile`: a module's fixtures are
+# built once); much of the suite waits on subprocesses and imports, so two workers overlap on two cores.
+# `make test PYTEST_WORKERS=0` runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test bench clean
 
@@ -22,7 +26,7 @@ demo: $(STAMP)
 	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) --minilm_steps $(MINILM_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.tokenization
