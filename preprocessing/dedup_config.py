@@ -39,8 +39,8 @@ class DedupConfig:
     span_sentences: int = 3
     shingle_words: int = 5
     num_perm: int = 120
-    bands: int = 20
-    band_rows: int = 0
+    bands: int = 10
+    band_rows: int = 4
     threshold: float = 0.8
     seed: int = 0
     max_comparisons: int = 64

@@ -19,8 +19,9 @@ and document, never a Python call per shingle or per hash function:
 - `band_keys`: the signature's first `bands * rows` values cut into `bands` rows of `rows` values, each band
   (with its index) hashed to one 63-bit int. Two texts of Jaccard `s` share at least one key with
   probability `1 - (1 - s**rows)**bands` (`candidate_probability`); candidates are then confirmed by
-  `estimated_jaccard >= threshold` over the whole signature. The default 20 bands of 6 values give 0.998 at
-  s = 0.8 and 0.27 at 0.5.
+  `estimated_jaccard >= threshold` over the whole signature. The default 10 bands of 4 values give 0.995 at
+  s = 0.8, 0.48 at 0.5 and 0.08 at 0.3 (20 bands of 6, before: 0.998, 0.27, 0.015): half the shuffled keys,
+  for more candidates below the threshold, which the confirmation rejects.
 """
 
 import dataclasses
@@ -55,8 +56,8 @@ class MinHashConfig:
 
     shingle_words: int = 5
     num_perm: int = 120
-    bands: int = 20
-    band_rows: int = 0
+    bands: int = 10
+    band_rows: int = 4
     threshold: float = 0.8
     seed: int = 0
 

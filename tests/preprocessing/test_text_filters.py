@@ -73,14 +73,14 @@ def test_bad_filter_specs_name_the_problem(spec):
 
 def test_dedup_specs():
     assert dedup_config.parse_dedup("all") == dedup_config.DedupConfig(exact=True, spans=True, near=True)
-    config = dedup_config.parse_dedup("near,threshold=0.9,bands=10,num_perm=100")
-    assert (config.near, config.exact, config.minhash.rows, config.threshold) == (True, False, 10, 0.9)
-    assert dedup_config.parse_dedup("near,bands=10,band_rows=4").minhash.rows == 4  # 40 of the 120 values banded
+    config = dedup_config.parse_dedup("near,threshold=0.9,bands=20,num_perm=100")
+    assert (config.near, config.exact, config.minhash.rows, config.threshold) == (True, False, 4, 0.9)
+    assert dedup_config.parse_dedup("near,bands=20,band_rows=0").minhash.rows == 6  # all 120 values banded
     assert not dedup_config.parse_dedup("").active
     with pytest.raises(ValueError):
-        dedup_config.parse_dedup("near,bands=7")  # 120 values do not cut into 7 bands
+        dedup_config.parse_dedup("near,bands=31")  # 31 bands of 4 need 124 values of 120
     with pytest.raises(ValueError):
-        dedup_config.parse_dedup("near,bands=31,band_rows=4")  # 31 bands of 4 need 124 values of 120
+        dedup_config.parse_dedup("near,bands=7,band_rows=0")  # 120 values do not cut into 7 bands
     with pytest.raises(ValueError, match="unknown"):
         dedup_config.parse_dedup("fuzzy")
 
