@@ -86,15 +86,21 @@ def _span_keys(doc, n: int):
 
 def _later_copies(_, copies):
     """One span's occurrences -> `(document id, (_SPAN, position))` for every copy but the first, and for a
-    repeated span `(first copy's document id, (_SPAN_CLUSTER, (position, copies)))`."""
+    repeated span `(first copy's document id, (_SPAN_CLUSTER, (position, copies)))`. Most spans occur once:
+    they return at once (no generator)."""
+    values = iter(copies)
+    next(values)
+    return () if next(values, None) is None else _repeated_span(copies)
+
+
+def _repeated_span(copies):
     first = min(copies)
     size = 0
     for doc_id, position in copies:
         size += 1
         if (doc_id, position) != first:
             yield doc_id, (_SPAN, position)
-    if size > 1:
-        yield first[0], (_SPAN_CLUSTER, (first[1], size))
+    yield first[0], (_SPAN_CLUSTER, (first[1], size))
 
 
 _DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER = range(5)  # tags of the values joined by document id

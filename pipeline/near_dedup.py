@@ -49,10 +49,15 @@ class Signatures(SetupDoFn):
 
 
 def _band_edges(_, members, threshold: float, max_comparisons: int, among_training: bool):
-    """One band group -> `(member id, anchor id)` for each member with a confirmed anchor."""
+    """One band group -> `(member id, anchor id)` for each member with a confirmed anchor. Most groups hold
+    one document: they return at once (no generator, no heap)."""
     values = iter(members)
     if next(values, None) is None or next(values, None) is None:
-        return  # most groups: one document (no heap, no comparison)
+        return ()
+    return _confirmed_edges(members, threshold, max_comparisons, among_training)
+
+
+def _confirmed_edges(members, threshold: float, max_comparisons: int, among_training: bool):
     anchors = heapq.nsmallest(max_comparisons, members, key=lambda m: m[0])
     anchor_sigs = [(a_id, np.frombuffer(a_sig, np.uint32)) for a_id, a_sig in anchors]
     for doc_id, sig_bytes in members:
