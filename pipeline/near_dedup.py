@@ -31,17 +31,18 @@ class Signatures(SetupDoFn):
     """`(id, lines)` -> `(band key, (id, signature bytes))` per band: what every document sends `bands` times,
     so no text sample (the report's samples come from the join by id)."""
 
-    setup_state = ("_perms",)
+    setup_state = ("_minhash", "_perms")
 
     def __init__(self, config: DedupConfig):
         self.config = config
 
     def setup(self):
-        self._perms = near_duplicates.permutations(self.config.minhash)
+        self._minhash = self.config.minhash  # a new MinHashConfig at each access
+        self._perms = near_duplicates.permutations(self._minhash)
 
     def process(self, doc):
         doc_id, lines = doc
-        minhash = self.config.minhash
+        minhash = self._minhash
         sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)
         value = (doc_id, sig.tobytes())
         for key in near_duplicates.band_keys(sig, minhash.bands, minhash.rows):
