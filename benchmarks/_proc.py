@@ -200,9 +200,10 @@ def log_tail(path: str, lines: int = 30) -> str:
         return "".join(f.readlines()[-lines:])
 
 
-def run_module(args: list[str]) -> str:
-    """Runs `python -m ARGS` from the project root; returns its stdout, or raises with the end of stderr."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def run_module(args: list[str], root: str | None = None) -> str:
+    """Runs `python -m ARGS` from the project root (or the checkout at `root`); returns its stdout, or raises
+    with the end of stderr."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-m", *args], cwd=root, capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
     if result.returncode:

@@ -1,6 +1,7 @@
 """Benchmark of the near-duplicate stage: precision and recall against exact all-pairs Jaccard, and its cost.
 
-    .venv/bin/python -m benchmarks.dedup [--base 1000] [--per_rate 40] [--exact 40] [--skip_cost]
+    .venv/bin/python -m benchmarks.dedup [--base 1000] [--per_rate 40] [--exact 40] [--repeats 3]
+        [--baseline DIR] [--skip_cost]
 
 Quality: a synthetic corpus (Zipf-distributed words, 4-12 sentences of 8-20 words per document) of `--base`
 documents, plus planted copies: `--exact` exact copies, and `--per_rate` copies at each word-substitution rate
@@ -13,10 +14,16 @@ dropped set, overall and per planted edit rate.
 Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (4 files, in-process runner so the figure is
 one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents), without and with
 `--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the two sizes
-(start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`).
+(start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`). Each job runs `--repeats`
+times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU time (cache
+and core contention), so the least is the closest to the job's own.
 
-Each run appends its figures, the commit and the CPU model to `benchmarks/dedup_results.jsonl` and prints
-the change against the last run on the same CPU model.
+`--baseline DIR`: another checkout of the project (e.g. `git archive <commit> | tar -x -C DIR`). Its jobs run
+with the same interpreter on the same corpora and vocabulary, each right after the same job of this
+checkout, so both see the same machine load; its quality is measured too.
+
+Each run appends its figures (the baseline's beside them), the commit, the CPU model and the load average
+to `benchmarks/dedup_results.jsonl` and prints the change against the last run on the same CPU model.
 """
 
 import argparse
@@ -25,6 +32,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +43,7 @@ from preprocessing import near_duplicates
 
 RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dedup_results.jsonl")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def zipf_words(rng, size=20000, s=1.1):
@@ -87,25 +96,30 @@ def write_files(docs, folder: str, files: int = 4) -> str:
     return os.path.join(folder, "part*.txt")
 
 
-def stage_drops(docs, tmp: str) -> set[int]:
-    """Runs `pipeline.clean --dedup near` on the corpus in one file; the indices it dropped."""
+def stage_drops(docs, tmp: str, root: str = ROOT, label: str = "") -> set[int]:
+    """Runs `pipeline.clean --dedup near` (of the checkout at `root`) on the corpus in one file; the indices
+    it dropped."""
     folder = os.path.join(tmp, "quality")
     pattern = write_files(docs, folder, files=1)
-    out = os.path.join(tmp, "quality_out")
+    out = os.path.join(tmp, f"quality_out{label}")
     _proc.run_module(["pipeline.clean", "--input", pattern, "--output_dir", out, "--dedup", "near",
-                      "--runner", "FnApiRunner"])
+                      "--runner", "FnApiRunner"], root=root)
     with open(os.path.join(out, "00000-part0.txt")) as f:
         kept = {tuple(d.split("\n")) for d in f.read().rstrip("\n").split("\n\n")}
     return {i for i, d in enumerate(docs) if tuple(d) not in kept or
             any(tuple(docs[j]) == tuple(d) for j in range(i))}
 
 
-def quality(docs, tmp: str) -> dict:
+def quality(docs, tmp: str, roots: list[str]) -> list[dict]:
+    """Precision and recall of the stage of each checkout in `roots` against the same truth."""
     config = near_duplicates.MinHashConfig()
     started = time.perf_counter()
     truth, best = true_drops(docs, config)
     exact_s = time.perf_counter() - started
-    dropped = stage_drops(docs, tmp)
+    return [_scores(docs, truth, best, stage_drops(docs, tmp, root, str(i)), exact_s) for i, root in enumerate(roots)]
+
+
+def _scores(docs, truth, best, dropped, exact_s) -> dict:
     hits = len(truth & dropped)
     bands = {}
     for low, high in ((0.0, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)):
@@ -118,10 +132,11 @@ def quality(docs, tmp: str) -> dict:
             "exact_all_pairs_s": round(exact_s, 1)}
 
 
-def cost(args, tmp: str) -> dict:
+def cost(args, tmp: str, roots: list[str]) -> list[dict]:
     """CPU and peak RSS of the pretraining-data job without and with cleaning, at 1x and `scale`x distinct
     documents (more planted copies of more base documents); the extra CPU per document from the difference
-    between the two sizes, so the process start-up (about 6 s of imports) cancels out."""
+    between the two sizes, so the process start-up (about 6 s of imports) cancels out. One figure dict per
+    checkout in `roots`, whose jobs run one after the other for each job and repeat."""
     sizes = {1: None, args.scale: None}
     for m in sizes:
         docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
@@ -130,26 +145,37 @@ def cost(args, tmp: str) -> dict:
     _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
     runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
-    figures = {}
-    for m, (pattern, n) in sizes.items():
-        for name, extra in runs.items():
-            if name == "clean" and m != 1:
-                continue
-            run = _job(pattern, vocab, os.path.join(tmp, f"{name}_{m}x"), extra)
-            figures[f"{name}_{m}x"] = {"documents": n, "cpu_s": round(run["cpu_s"], 1),
-                                       "peak_rss_mb": round(run["kernel_max_rss_mb"])}
-    small, big = (sizes[m][1] for m in sorted(sizes))
-    marginal = {name: (figures[f"{name}_{args.scale}x"]["cpu_s"] - figures[f"{name}_1x"]["cpu_s"]) / (big - small)
-                for name in ("plain", "dedup")}
-    figures["cpu_ms_per_document"] = {k: round(1000 * v, 2) for k, v in marginal.items()}
+    measured = [collections.defaultdict(list) for _ in roots]
+    for repeat in range(args.repeats):
+        for m, (pattern, _) in sizes.items():
+            for name, extra in runs.items():
+                if name == "clean" and m != 1:
+                    continue
+                for i, root in enumerate(roots):
+                    out = os.path.join(tmp, f"{name}_{m}x_{i}_{repeat}")
+                    measured[i][(name, m)].append(_job(root, pattern, vocab, out, extra))
+                    shutil.rmtree(out, ignore_errors=True)
+    return [_cost_figures(jobs, {m: n for m, (_, n) in sizes.items()}, args.scale) for jobs in measured]
+
+
+def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
+    """`(run name, corpus multiple)` -> its repeats' measurements => the figures (least CPU of the repeats)."""
+    figures, cpu = {}, {}
+    for (name, m), runs in jobs.items():
+        cpu[name, m] = min(r["cpu_s"] for r in runs)
+        figures[f"{name}_{m}x"] = {"documents": documents[m], "cpu_s": round(cpu[name, m], 2),
+                                   "cpu_s_runs": [round(r["cpu_s"], 2) for r in runs],
+                                   "peak_rss_mb": round(max(r["kernel_max_rss_mb"] for r in runs))}
+    small, big = documents[1], documents[scale]
+    marginal = {name: (cpu[name, scale] - cpu[name, 1]) / (big - small) for name in ("plain", "dedup")}
+    figures["cpu_ms_per_document"] = {k: round(1000 * v, 3) for k, v in marginal.items()}
     figures["overhead_dedup_per_document"] = round(marginal["dedup"] / marginal["plain"] - 1, 3)
-    figures["overhead_dedup_whole_job_1x"] = round(figures["dedup_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
-    figures["overhead_clean_whole_job_1x"] = round(figures["clean_1x"]["cpu_s"] / figures["plain_1x"]["cpu_s"] - 1, 3)
+    figures["overhead_dedup_whole_job_1x"] = round(cpu["dedup", 1] / cpu["plain", 1] - 1, 3)
+    figures["overhead_clean_whole_job_1x"] = round(cpu["clean", 1] / cpu["plain", 1] - 1, 3)
     return figures
 
 
-def _job(pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _job(root: str, pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--vocab", vocab,
            "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4", "--runner", "FnApiRunner",
            "--progress_seconds", "0", "--input", pattern, "--output_dir", out, *extra]
@@ -157,6 +183,11 @@ def _job(pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
     if run["rc"]:
         raise RuntimeError(open(out + ".log").read()[-3000:])
     return run
+
+
+def _commit(root: str) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=root).stdout.strip()
 
 
 def _cpu_model() -> str:
@@ -167,10 +198,8 @@ def _cpu_model() -> str:
 
 def record(figures: dict) -> None:
     """Appends to the results file and prints the change against the last run on the same CPU model."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(RESULTS)).stdout.strip()
-    entry = {"commit": commit, "cpu": _cpu_model(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             **figures}
+    entry = {"commit": _commit(ROOT), "cpu": _cpu_model(), "cpus": os.cpu_count(),
+             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
     last = None
     if os.path.exists(RESULTS):
         same = [json.loads(line) for line in open(RESULTS) if line.strip()]
@@ -188,16 +217,28 @@ def main(argv=None) -> dict:
     parser.add_argument("--per_rate", type=int, default=40)
     parser.add_argument("--exact", type=int, default=40)
     parser.add_argument("--scale", type=int, default=4, help="the corpus multiple of the memory run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each cost job; the least CPU counts")
+    parser.add_argument("--baseline", default=None, metavar="DIR",
+                        help="another checkout of the project, measured the same way, job by job beside this one")
     parser.add_argument("--skip_cost", action="store_true")
     args = parser.parse_args(argv)
+    roots = [ROOT] + ([os.path.abspath(args.baseline)] if args.baseline else [])
     docs = make_corpus(args.base, args.per_rate, args.exact)
-    figures = {"corpus": vars(args) | {"rates": RATES}}
+    figures = {"corpus": vars(args) | {"rates": RATES}, "load_average": {"start": os.getloadavg()}}
     with tempfile.TemporaryDirectory(prefix="dedup_bench_") as tmp:
-        figures["quality"] = quality(docs, tmp)
+        scores = quality(docs, tmp, roots)
+        figures["quality"] = scores[0]
         print(json.dumps(figures["quality"]), flush=True)
         if not args.skip_cost:
-            figures["cost"] = cost(args, tmp)
+            costs = cost(args, tmp, roots)
+            figures["cost"] = costs[0]
             print(json.dumps(figures["cost"]), flush=True)
+    if args.baseline:
+        figures["baseline"] = {"path": roots[1], "commit": _commit(roots[1]), "quality": scores[1]}
+        if not args.skip_cost:
+            figures["baseline"]["cost"] = costs[1]
+        print("baseline:", json.dumps(figures["baseline"]), flush=True)
+    figures["load_average"]["end"] = os.getloadavg()
     record(figures)
     return figures
 

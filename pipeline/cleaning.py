@@ -14,11 +14,12 @@ documents read; the jobs add them to their metadata) and `clusters` (the largest
 with its rule, kept document id, size and a text sample). Counters are also Beam metrics (namespace `clean`).
 """
 
+import collections
 import dataclasses
 
 import apache_beam as beam
 
-from pipeline.beam_options import Counts, total
+from pipeline.beam_options import Counts
 from pipeline.dedup_stages import Cluster, ExactDuplicates, RepeatedSpans, is_heldout
 from pipeline.documents import ReadDocuments
 from pipeline.near_dedup import NearDuplicates
@@ -72,16 +73,11 @@ class FilterDocuments(beam.DoFn):
 
 
 def split_kinds(pcoll, label: str):
-    """A stage's mixed output -> (documents, `Counts`, `Cluster`s): three filters (not tagged outputs, which
-    the Dask runner hands to every consumer)."""
+    """A stage's mixed output -> (documents, the report's records: `Counts` and `Cluster`s): two filters (not
+    tagged outputs, which the Dask runner hands to every consumer)."""
     docs = pcoll | f"{label}Docs" >> beam.Filter(lambda x: isinstance(x, tuple))
-    counts = pcoll | f"{label}Counts" >> beam.Filter(lambda x: isinstance(x, Counts))
-    clusters = pcoll | f"{label}Clusters" >> beam.Filter(lambda x: isinstance(x, Cluster))
-    return docs, counts, clusters
-
-
-def _sum_counts(counts) -> Counts:
-    return Counts(total(counts))
+    records = pcoll | f"{label}Records" >> beam.Filter(lambda x: not isinstance(x, tuple))
+    return docs, records
 
 
 def _rank(cluster) -> tuple:
@@ -90,31 +86,45 @@ def _rank(cluster) -> tuple:
     return cluster["size"], tuple(-x for x in cluster["kept"]), cluster["rule"], cluster["sample"]
 
 
-class LargestClusters(beam.CombineFn):
-    """The `n` largest clusters, as a list (a combiner, so no worker holds them all; Beam's `Top.Of` emits in
-    `finish_bundle`, which the Dask runner drops)."""
+def _largest(clusters, n: int) -> list:
+    return sorted(clusters, key=_rank, reverse=True)[:n]
+
+
+class ReportRecords(beam.CombineFn):
+    """`Counts` and `Cluster` records -> `(summed counters, the n largest clusters)` (a combiner, so no worker
+    holds them all; Beam's `Top.Of` emits in `finish_bundle`, which the Dask runner drops)."""
 
     def __init__(self, n: int):
         self.n = n
 
     def create_accumulator(self):
-        return []
+        return collections.Counter(), []
 
-    def add_input(self, accumulator, cluster):
-        return self.merge_accumulators([accumulator, [cluster]])
+    def add_input(self, accumulator, record):
+        counts, clusters = accumulator
+        if not isinstance(record, Cluster):
+            counts.update(record)
+        elif self.n:
+            clusters.append(record)
+            if len(clusters) > 4 * self.n:  # trimmed now and then: sorting once per cluster would cost more
+                clusters[:] = _largest(clusters, self.n)
+        return accumulator
 
     def merge_accumulators(self, accumulators):
-        return sorted((c for a in accumulators for c in a), key=_rank, reverse=True)[:self.n]
+        counts, clusters = self.create_accumulator()
+        for other_counts, other_clusters in accumulators:
+            counts.update(other_counts)
+            clusters.extend(other_clusters)
+        return counts, _largest(clusters, self.n)
 
     def extract_output(self, accumulator):
-        return list(accumulator)
+        counts, clusters = accumulator
+        return dict(counts), _largest(clusters, self.n)
 
 
-def _report(gathered) -> dict:
-    counters = total(x for x in gathered if isinstance(x, Counts))
-    clusters = [c for x in gathered if isinstance(x, list) for c in x]
-    clusters = sorted(clusters, key=_rank, reverse=True)
-    return {"counters": Counts(counters).report(NAMESPACE),
+def _report(counts_and_clusters) -> dict:
+    counters, clusters = counts_and_clusters
+    return {"counters": Counts(sorted(counters.items())).report(NAMESPACE),
             "clusters": [{**c, "kept": list(c["kept"])} for c in clusters]}
 
 
@@ -126,10 +136,10 @@ class CleanDocuments(beam.PTransform):
         self.config, self.heldout = config, heldout
 
     def expand(self, docs):
-        config, counts, clusters = self.config, [], []
+        config, records = self.config, []
         if self.heldout is not None:
             docs = (docs, self.heldout) | "WithHeldout" >> beam.Flatten()
-            counts.append(self.heldout | "CountHeldout" >> beam.Map(lambda _: Counts(heldout_documents=1)))
+            records.append(self.heldout | "CountHeldout" >> beam.Map(lambda _: Counts(heldout_documents=1)))
         stages = []
         if config.filters.active:
             stages.append(("Filters", beam.ParDo(FilterDocuments(config.filters))))
@@ -140,19 +150,12 @@ class CleanDocuments(beam.PTransform):
         if config.dedup.near or config.decontaminate:
             stages.append(("Near", NearDuplicates(config.dedup, among_training=config.dedup.near)))
         for label, stage in stages:
-            docs, stage_counts, stage_clusters = split_kinds(docs | label >> stage, label)
-            counts.append(stage_counts)
-            clusters.append(stage_clusters)
+            docs, stage_records = split_kinds(docs | label >> stage, label)
+            records.append(stage_records)
         kept = docs | "DropHeldout" >> beam.Filter(lambda doc: not is_heldout(doc[0]))
-        counts.append(kept | "CountKept" >> beam.Map(lambda _: Counts(clean_documents_kept=1)))
-        summed = tuple(counts) | "AllCounts" >> beam.Flatten() | "SumCounts" >> beam.CombineGlobally(_sum_counts)
-        parts = [summed]
-        if clusters and config.dedup.report_clusters:
-            parts.append(tuple(clusters)
-                         | "AllClusters" >> beam.Flatten()
-                         | "Largest" >> beam.CombineGlobally(LargestClusters(config.dedup.report_clusters)))
-        report = (tuple(parts)
-                  | "ReportParts" >> beam.Flatten()
-                  | "GatherReport" >> beam.combiners.ToList()
+        records.append(kept | "CountKept" >> beam.Map(lambda _: Counts(clean_documents_kept=1)))
+        report = (tuple(records)
+                  | "AllRecords" >> beam.Flatten()
+                  | "SumAndLargest" >> beam.CombineGlobally(ReportRecords(config.dedup.report_clusters))
                   | "Report" >> beam.Map(_report))
         return kept, report

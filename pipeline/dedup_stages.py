@@ -5,6 +5,9 @@ and `Cluster` records (split them with `pipeline.cleaning.split_kinds`). Every d
 hash (a document's digest, a span's digest, an LSH band key) and a stable rule (keep the smallest id), so no
 worker holds the corpus and the result is the same on every runner. A group's values are read twice (the
 smallest first, then the rest) and never collected, except the `max_comparisons` smallest of an LSH band.
+What goes through the shuffles keyed by content (one element per span, per band) is small: ids, positions,
+signatures as bytes. The report's text samples are taken where a document meets its drops in the join by
+document id, for the documents that keep a cluster only.
 
 Held-out documents (for decontamination) travel with the training documents under ids whose file index is
 negative (`-1 - held-out file index`), smaller than every training id: by the same rule, a training document
@@ -73,33 +76,45 @@ class ExactDuplicates(beam.PTransform):
 
 
 def _span_keys(doc, n: int):
+    """A training document -> `(span digest, (document id, position))` for each of its spans: small values,
+    since every sentence of the corpus sends one (the samples of repeated spans come from the join)."""
     doc_id, lines = doc
     if not is_heldout(doc_id):
         for digest, position in dedup_config.span_entries(lines, n):
-            yield digest, (doc_id, position, sample(lines[position:position + n]))
+            yield digest, (doc_id, position)
 
 
 def _later_copies(_, copies):
-    """One span's occurrences -> `(document id, (_SPAN, position))` for every copy but the first, and a
-    `Cluster` for a repeated span."""
+    """One span's occurrences -> `(document id, (_SPAN, position))` for every copy but the first, and for a
+    repeated span `(first copy's document id, (_SPAN_CLUSTER, (position, copies)))`. Most spans occur once:
+    they return at once (no generator)."""
+    values = iter(copies)
+    next(values)
+    return () if next(values, None) is None else _repeated_span(copies)
+
+
+def _repeated_span(copies):
     first = min(copies)
     size = 0
-    for doc_id, position, _ in copies:
+    for doc_id, position in copies:
         size += 1
-        if (doc_id, position) != first[:2]:
+        if (doc_id, position) != first:
             yield doc_id, (_SPAN, position)
-    if size > 1:
-        yield Cluster(rule="span", kept=first[0], size=size, sample=first[2])
+    yield first[0], (_SPAN_CLUSTER, (first[1], size))
 
 
-_DOC, _SPAN, _NEAR = 0, 1, 2  # tags of the values joined by document id
+_DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER = range(5)  # tags of the values joined by document id
 
 
 def _remove_spans(doc_id, values, n: int):
+    """A document and the spans to remove from it -> the rest of it (unless emptied), `Counts`, and a
+    `Cluster` for each repeated span whose first copy it holds."""
     values = list(values)
     (lines,) = [v for tag, v in values if tag == _DOC] or [None]
     if lines is None:
         return
+    for position, size in (v for tag, v in values if tag == _SPAN_CLUSTER):
+        yield Cluster(rule="span", kept=doc_id, size=size, sample=sample(lines[position:position + n]))
     starts = sorted(v for tag, v in values if tag == _SPAN)
     kept = dedup_config.remove_positions(lines, starts, n)
     if len(kept) < len(lines):
@@ -119,15 +134,12 @@ class RepeatedSpans(beam.PTransform):
 
     def expand(self, docs):
         n = self.n
-        spans = (docs
+        drops = (docs
                  | "SpanKeys" >> beam.FlatMap(_span_keys, n)
                  | "GroupSpans" >> beam.GroupByKey()
                  | "LaterCopies" >> beam.FlatMapTuple(_later_copies))
-        clusters = spans | "SpanClusters" >> beam.Filter(lambda x: isinstance(x, Cluster))
-        drops = spans | "SpanDrops" >> beam.Filter(lambda x: not isinstance(x, Cluster))
         tagged = docs | "TagDocs" >> beam.MapTuple(lambda doc_id, lines: (doc_id, (_DOC, lines)))
-        kept = ((tagged, drops)
+        return ((tagged, drops)
                 | "WithDrops" >> beam.Flatten()
                 | "JoinDrops" >> beam.GroupByKey()
                 | "RemoveSpans" >> beam.FlatMap(lambda kv: _remove_spans(*kv, n)))
-        return (kept, clusters) | "WithSpanClusters" >> beam.Flatten()

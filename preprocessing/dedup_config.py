@@ -26,7 +26,8 @@ class DedupConfig:
     Args:
       exact, spans, near: the stages to run (see the module docstring).
       span_sentences: sentences per span for `spans` (C4: 3).
-      shingle_words, num_perm, bands, threshold, seed: the MinHash settings (`near_duplicates.MinHashConfig`).
+      shingle_words, num_perm, bands, band_rows, threshold, seed: the MinHash settings
+        (`near_duplicates.MinHashConfig`).
       max_comparisons: in one LSH band group, each document is compared with at most this many of the group's
         smallest ids (bounds the work and memory of a band shared by very many documents).
       report_clusters: how many of the largest clusters the report lists.
@@ -38,7 +39,8 @@ class DedupConfig:
     span_sentences: int = 3
     shingle_words: int = 5
     num_perm: int = 120
-    bands: int = 20
+    bands: int = 10
+    band_rows: int = 4
     threshold: float = 0.8
     seed: int = 0
     max_comparisons: int = 64
@@ -52,7 +54,8 @@ class DedupConfig:
     @property
     def minhash(self) -> near_duplicates.MinHashConfig:
         return near_duplicates.MinHashConfig(shingle_words=self.shingle_words, num_perm=self.num_perm,
-                                             bands=self.bands, threshold=self.threshold, seed=self.seed)
+                                             bands=self.bands, band_rows=self.band_rows, threshold=self.threshold,
+                                             seed=self.seed)
 
     @property
     def active(self) -> bool:
@@ -74,14 +77,17 @@ def parse_dedup(spec: str) -> DedupConfig:
 
 
 def span_entries(lines: list[str], span_sentences: int) -> list[tuple[str, int]]:
-    """`(digest of the normalised span, position)` for every run of `span_sentences` lines (none if shorter).
+    """`(digest of the normalised span, position)` for every run of `span_sentences` lines (none if shorter):
+    the span's `near_duplicates.text_digest`, each line normalised once.
 
     Example:
       >>> [p for _, p in span_entries(["a", "b", "c", "d"], 3)]
       [0, 1]
     """
     n = span_sentences
-    return [(near_duplicates.text_digest("\n".join(lines[i:i + n])), i) for i in range(len(lines) - n + 1)]
+    normalized = [near_duplicates.normalize_for_matching(line) for line in lines]
+    return [(near_duplicates.normalized_digest(" ".join(filter(None, normalized[i:i + n]))), i)
+            for i in range(len(lines) - n + 1)]
 
 
 def remove_positions(lines: list[str], starts, span_sentences: int) -> list[str]:

@@ -10,7 +10,9 @@ import apache_beam as beam
 import pytest
 
 from pipeline import clean, pretraining_data, vocab
-from pipeline.cleaning import CleanConfig, CleanDocuments
+from pipeline.beam_options import Counts
+from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords
+from pipeline.dedup_stages import Cluster
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
 
@@ -72,6 +74,8 @@ def test_exact_and_near_duplicates_are_removed(planted):
     assert report["counters"] == {"clean_documents_kept": 13, "dedup_exact_documents": 1, "dedup_near_documents": 1}
     rules = {(c["rule"], tuple(c["kept"]), c["size"]) for c in report["clusters"]}
     assert rules == {("exact", (0, 2), 2), ("near", (0, 4), 2)}
+    samples = {c["rule"]: c["sample"] for c in report["clusters"]}
+    assert samples == {"exact": " / ".join(a[2])[:160], "near": " / ".join(a[4])[:160]}  # the kept document's
     assert kept[(1, 4)] == b[4]  # spans were not asked for
 
 
@@ -88,6 +92,8 @@ def test_repeated_spans_keep_the_first_copy(planted):
     assert kept[(1, 4)] == [b[4][0], b[4][4]] and kept[(0, 1)] == a[1]
     assert (1, 0) not in kept  # all its spans repeat 0#2's: emptied
     assert report["counters"]["dedup_span_documents_emptied"] == 1
+    spans = [(tuple(c["kept"]), c["size"], c["sample"]) for c in report["clusters"] if c["rule"] == "span"]
+    assert ((0, 1), 2, " / ".join(a[1][3:6])[:160]) in spans  # a sample of the first copy, from the join by id
     # 1#4's three, 1#0 whole, 1#1 but its edited first line, 1#2 after its six edited lines
     assert report["counters"]["dedup_span_sentences"] == 3 + 10 + 9 + 4
 
@@ -120,6 +126,28 @@ def test_the_document_filter_in_the_transform():
     config = CleanConfig(filters=FilterConfig(min_sentences=2))
     kept, report = run_transform([((0, 0), ["One.", "Two."]), ((0, 1), ["Alone."])], config)
     assert list(kept) == [(0, 0)] and report["counters"] == {"filter_min_sentences": 1, "clean_documents_kept": 1}
+
+
+def test_report_records_sum_the_counters_and_keep_the_largest_clusters_in_any_grouping():
+    rng = random.Random(3)
+    clusters = [Cluster(rule="near", kept=(0, i), size=rng.randrange(2, 6), sample=f"s{i}") for i in range(40)]
+    records = clusters + [Counts(a=1), Counts(a=2, b=1)]
+    rng.shuffle(records)
+    want = sorted(clusters, key=lambda c: (c["size"], -c["kept"][1]), reverse=True)[:3]
+    combine = ReportRecords(3)
+    one = combine.create_accumulator()
+    for record in records:
+        one = combine.add_input(one, record)
+    parts = []
+    for k in range(0, len(records), 7):  # bundles of 7, merged as a lifted combiner does
+        part = combine.create_accumulator()
+        for record in records[k:k + 7]:
+            part = combine.add_input(part, record)
+        parts.append(part)
+    for accumulator in (one, combine.merge_accumulators(parts)):
+        assert combine.extract_output(accumulator) == ({"a": 3, "b": 1}, want)
+    assert ReportRecords(0).extract_output(ReportRecords(0).add_input(ReportRecords(0).create_accumulator(),
+                                                                      clusters[0])) == ({}, [])
 
 
 def write_files(base, files):

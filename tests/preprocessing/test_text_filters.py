@@ -1,8 +1,10 @@
 """Line and document filters (each rule on a table), the c4 preset, and the `--filters` / `--dedup` specs."""
 
+import random
+
 import pytest
 
-from preprocessing import dedup_config, text_filters as tf_
+from preprocessing import dedup_config, near_duplicates, text_filters as tf_
 from preprocessing.text_filters import FilterConfig, filter_document, line_rule
 
 
@@ -71,13 +73,32 @@ def test_bad_filter_specs_name_the_problem(spec):
 
 def test_dedup_specs():
     assert dedup_config.parse_dedup("all") == dedup_config.DedupConfig(exact=True, spans=True, near=True)
-    config = dedup_config.parse_dedup("near,threshold=0.9,bands=10,num_perm=100")
-    assert (config.near, config.exact, config.minhash.rows, config.threshold) == (True, False, 10, 0.9)
+    config = dedup_config.parse_dedup("near,threshold=0.9,bands=20,num_perm=100")
+    assert (config.near, config.exact, config.minhash.rows, config.threshold) == (True, False, 4, 0.9)
+    assert dedup_config.parse_dedup("near,bands=20,band_rows=0").minhash.rows == 6  # all 120 values banded
     assert not dedup_config.parse_dedup("").active
     with pytest.raises(ValueError):
-        dedup_config.parse_dedup("near,bands=7")  # 120 values do not cut into 7 bands
+        dedup_config.parse_dedup("near,bands=31")  # 31 bands of 4 need 124 values of 120
+    with pytest.raises(ValueError):
+        dedup_config.parse_dedup("near,bands=7,band_rows=0")  # 120 values do not cut into 7 bands
     with pytest.raises(ValueError, match="unknown"):
         dedup_config.parse_dedup("fuzzy")
+
+
+TRICKY = list("aZ _-.,!?\t ") + ["\u03a3", "\u03c3", "\u0391", "\u0301", "\u0308", "\u0344", "\u1100", "\u1161",
+                                   "\u11a8", "\uac00", "\ufb01", "\u0130", "\u00df", "\u212b", "e\u0301", "\u0345",
+                                   "\u3000", "\u00a0", "\u200d", "\u00ad", "\u02b0", "\u2019", "\u01c5", "\u1f88",
+                                   "\uff21", "\u2460", "\u00bd", "_"]
+
+
+def test_span_digests_are_the_digests_of_the_joined_lines():
+    """`span_entries` normalises each line once: the same digests as the span's lines joined by new lines, also
+    for final sigmas, combining marks, jamo, ligatures and lines of punctuation only."""
+    rng = random.Random(2)
+    for _ in range(3000):
+        lines = ["".join(rng.choice(TRICKY) for _ in range(rng.randrange(6))) for _ in range(rng.randrange(3, 6))]
+        want = [near_duplicates.text_digest("\n".join(lines[i:i + 3])) for i in range(len(lines) - 2)]
+        assert [d for d, _ in dedup_config.span_entries(lines, 3)] == want, lines
 
 
 def test_span_entries_and_removal():
@@ -85,5 +106,6 @@ def test_span_entries_and_removal():
     entries = dedup_config.span_entries(lines, 3)
     assert [p for _, p in entries] == [0, 1] and entries[0][0] == dedup_config.span_entries(["a B", "c D", "e F"], 3)[0][0]
     assert dedup_config.span_entries(lines[:2], 3) == []
+    assert [d for d, _ in entries] == [near_duplicates.text_digest("\n".join(lines[i:i + 3])) for i in (0, 1)]
     assert dedup_config.remove_positions(lines, [0, 1], 3) == []
     assert dedup_config.remove_positions(lines, [1], 2) == ["A b.", "G h."]
