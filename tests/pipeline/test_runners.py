@@ -18,8 +18,8 @@ import pytest
 from apache_beam.internal import pickler
 from pipeline import pretraining_data, vocab
 from tests.conftest import ROOT
+from tests.fixtures.dask_cluster import dask_cluster
 
-DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
 SENTENCES = ["The cat sat on the mat.", "It was a sunny day in the park.", "Birds sang loudly overhead!",
              "Then the rain came down hard.", "Everyone ran for cover under the trees.",
              "The river bank was flooded by noon.", "She went to the bank to deposit money.",
@@ -85,21 +85,6 @@ def same_data(a, b):
     assert meta_a["counters"]["lines_with_invalid_utf8"] == 1 and meta_a["counters"]["empty_documents"] == 3
     assert meta_a["counters"]["instances"] == meta_a["examples"] > 0
     assert {k: v for k, v in meta_a.items() if k != "config"} == {k: v for k, v in meta_b.items() if k != "config"}
-
-
-@contextlib.contextmanager
-def dask_cluster(workers, threads, partitions=4):
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                           dashboard_address=None, silence_logs=40)
-    try:
-        yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address,
-               "--dask_npartitions", str(partitions)]
-    finally:
-        with contextlib.suppress(ValueError):  # the runner leaves its client open
-            Client.current(allow_global=True).close()
-        cluster.close(timeout=30)
 
 
 def test_dask_worker_processes_give_the_same_bytes(corpus, reference, tmp_path):
