@@ -5,7 +5,6 @@ embedded (or with `--bad_lines skip`); one model per worker process on the defau
 Dask workers with several threads; a failed run leaves nothing that looks complete."""
 
 import collections
-import contextlib
 import glob
 import json
 import os
@@ -18,6 +17,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from downstream import embed, features
 from pipeline import corpus_io
 from downstream.embed_model import EmbeddingHandler, parse_example
+from tests.fixtures.dask_cluster import dask_cluster
 
 TEXTS = ["the river bank flooded", "a play", "Café, café! The bank's bank", "she went to the bank",
          "the river was flooded by noon", "a bank of the river"]
@@ -168,29 +168,13 @@ def test_default_runner_loads_one_model_per_worker_process(exports, clean, tmp_p
     assert sum(meta["examples_per_file"].values()) == len(records(str(tmp_path / "out"))) == 7
 
 
-@contextlib.contextmanager
-def dask_worker(threads: int):
-    """One `distributed.LocalCluster` worker process with `threads` threads; yields the runner's options."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=1, threads_per_worker=threads, processes=True, dashboard_address=None,
-                           silence_logs=40)
-    try:
-        yield ["--runner", "apache_beam.runners.dask.dask_runner.DaskRunner", "--dask_client_address",
-               cluster.scheduler_address, "--dask_npartitions", "4"]
-    finally:
-        with contextlib.suppress(ValueError):  # the runner leaves its client open
-            Client.current(allow_global=True).close()
-        cluster.close(timeout=30)
-
-
 def test_dask_workers_with_threads_share_one_model(exports, tmp_path):
     """Three bundles at once in one worker process (as Dataflow runs DoFn threads): one model."""
     for f in range(4):  # the Dask runner's parallelism is over files
         (tmp_path / f"part{f}.txt").write_text("\n".join(TEXTS[f:] + TEXTS[:f]) + "\n")
     pattern = str(tmp_path / "part*.txt")
     reference = run_embed(exports["bert"], pattern, tmp_path / "ref", "--layers", "last,embeddings")
-    with dask_worker(threads=3) as dask:
+    with dask_cluster(workers=1, threads=3) as dask:
         meta = run_embed(exports["bert"], pattern, tmp_path / "dask", "--layers", "last,embeddings", runner=dask)
     assert meta["model_loads"] == 1 and meta["worker_processes"] == 1
     assert meta["counters"] == reference["counters"] and meta["examples"] == 24

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -48,26 +49,51 @@ def _free_ports(n):
     return ports
 
 
-@pytest.mark.slow
-def test_two_process_multi_worker_on_localhost(tmp_path):
-    pattern = write_dataset(str(tmp_path / "data"), "gpt", examples=128)
-    model_dir = str(tmp_path / "model")
+WORKER_S = 900  # a worker's whole run on a loaded machine: bounds a hang only
+PORT_TAKEN = "Could not start gRPC server"  # a port picked here was taken by another process before TF bound it
+
+
+def _run_two_workers(pattern, model_dir, log_dir):
+    """Runs the two workers to their end -> (return codes, outputs). When one fails, the other is stopped at
+    once: it would wait for its peer in a collective for 10+ minutes, ignoring SIGTERM."""
     workers = [f"localhost:{port}" for port in _free_ports(2)]
-    processes = []
-    for index in range(2):
+    processes, logs = [], [os.path.join(log_dir, f"worker{i}.log") for i in range(2)]
+    for index, log in enumerate(logs):
         env = dict(ENV, TF_CONFIG=json.dumps({"cluster": {"worker": workers},
                                               "task": {"type": "worker", "index": index}}))
-        # `timeout -k`: a worker whose peer died blocks in collectives for 10+ minutes and ignores SIGTERM.
-        command = ["timeout", "-k", "10", "240", sys.executable, "-m", "models.training.train", "--model", "gpt",
-                   "--preset", "gpt_tiny", "--train_data", pattern, "--model_dir", model_dir,
+        # `timeout -k`: kills a worker stuck past any reasonable time even if this process is gone
+        command = ["timeout", "-k", "10", str(WORKER_S), sys.executable, "-m", "models.training.train", "--model",
+                   "gpt", "--preset", "gpt_tiny", "--train_data", pattern, "--model_dir", model_dir,
                    "--strategy", "multi_worker", "--set", "train_steps=20", "--set", "batch_size=8",
                    "--set", "warmup_steps=0", "--set", "learning_rate=3e-3", "--set", "log_every=5",
                    "--set", "checkpoint_every=10", "--set", "dropout=0.0"]
-        processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=300)[0] for p in processes]
-    for p, out in zip(processes, outputs):
-        assert p.returncode == 0, out[-3000:]
+        with open(log, "w") as out:
+            processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                              text=True))
+    try:
+        while any(p.poll() is None for p in processes):
+            if any(p.poll() not in (None, 0) for p in processes):
+                break
+            time.sleep(0.2)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.terminate()  # `timeout` passes SIGTERM on to the worker, and SIGKILL 10 s later (-k)
+                p.wait()
+    return [p.returncode for p in processes], [open(log).read() for log in logs]
+
+
+@pytest.mark.slow
+def test_two_process_multi_worker_on_localhost(tmp_path):
+    pattern = write_dataset(str(tmp_path / "data"), "gpt", examples=128)
+    for attempt in range(3):  # again on new ports only when one was taken before a worker could bind it
+        model_dir = str(tmp_path / f"model{attempt}")
+        os.makedirs(tmp_path / f"logs{attempt}")
+        codes, outputs = _run_two_workers(pattern, model_dir, str(tmp_path / f"logs{attempt}"))
+        if not any(PORT_TAKEN in out for out in outputs):
+            break
+    for code, out in zip(codes, outputs):
+        assert code == 0, out[-3000:]
     assert "2 replica(s)" in outputs[0]
     assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-20")
     assert not [name for name in os.listdir(model_dir) if name.startswith(".worker_")]

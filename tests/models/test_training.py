@@ -107,21 +107,37 @@ def test_train_only_updates_the_named_heads_and_leaves_the_encoder_frozen(data, 
         _trainer("bert", data, str(tmp_path / "bad"), train_only=("encoder_head",))
 
 
-def _run_train(data, model_dir, steps, wait_for=None):
-    argv = [sys.executable, "-m", "models.training.train", "--model", "bert", "--preset", "bert_tiny", "--train_data",
-            data["bert"], "--model_dir", model_dir, "--set", f"train_steps={steps}", "--set", "warmup_steps=2",
-            "--set", "log_every=1", "--set", "checkpoint_every=5", "--set", "batch_size=8",
-            "--set", "steps_per_execution=1", "--set", "learning_rate=1e-3"]
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if wait_for is None:
-        out, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, out[-3000:]
-        return out
-    deadline = time.time() + 240
-    while not os.path.exists(os.path.join(model_dir, wait_for)) and time.time() < deadline:
-        time.sleep(0.2)
-    return process
+TRAIN_S = 600  # one `python -m` training run of 30 tiny steps on a loaded machine: bounds a hang only
+TRAIN_ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _train_args(data, model_dir, steps):
+    return ["--model", "bert", "--preset", "bert_tiny", "--train_data", data["bert"], "--model_dir", model_dir,
+            "--set", f"train_steps={steps}", "--set", "warmup_steps=2", "--set", "log_every=1",
+            "--set", "checkpoint_every=5", "--set", "batch_size=8", "--set", "steps_per_execution=1",
+            "--set", "learning_rate=1e-3"]
+
+
+def _run_train(data, model_dir, steps):
+    run = subprocess.run([sys.executable, "-m", "models.training.train", *_train_args(data, model_dir, steps)],
+                         cwd=ROOT, env=TRAIN_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=TRAIN_S)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return run.stdout
+
+
+def _start_paused(data, model_dir, steps, pause_step):
+    """A training run that has logged `pause_step` and waits (tests.fixtures.paused_training) until a line
+    arrives on its stdin: killed or signalled then, it stops at that step however fast or slow the machine."""
+    process = subprocess.Popen([sys.executable, "-m", "tests.fixtures.paused_training", str(pause_step),
+                                *_train_args(data, model_dir, steps)], cwd=ROOT, env=TRAIN_ENV,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = []
+    while line := process.stdout.readline():
+        out.append(line)
+        if line.strip() == f"paused at step {pause_step}":
+            return process
+    pytest.fail(f"the run ended ({process.wait()}) before step {pause_step}: {''.join(out)[-3000:]}")
 
 
 @pytest.mark.slow
@@ -131,16 +147,21 @@ def test_killed_and_preempted_runs_resume_to_the_uninterrupted_losses(data, tmp_
     expected = _history(reference)
 
     resumed = str(tmp_path / "resumed")
-    process = _run_train(data, resumed, 30, wait_for="ckpt-10.index")
-    process.kill()  # SIGKILL: no chance to save; resumes from ckpt-10 at the latest
+    process = _start_paused(data, resumed, 30, pause_step=12)
+    process.kill()  # SIGKILL: no chance to save; steps 11 and 12 are lost
     process.wait()
-    process = _run_train(data, resumed, 30, wait_for="ckpt-20.index")
+    process.stdin.close()
+    process.stdout.close()
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-10")
+    process = _start_paused(data, resumed, 30, pause_step=23)  # resumes from ckpt-10
     process.send_signal(signal.SIGTERM)  # preemption: saves where it is and exits 128 + 15
-    out, _ = process.communicate(timeout=120)
-    assert process.returncode == 128 + signal.SIGTERM and "stopped by signal" in out, out[-3000:]
+    process.stdin.write("go on\n")
+    process.stdin.close()
+    out = process.stdout.read()
+    process.stdout.close()
+    assert process.wait(timeout=TRAIN_S) == 128 + signal.SIGTERM and "stopped by signal" in out, out[-3000:]
     assert json.loads(out.strip().splitlines()[-1])["stopped_by_signal"] == signal.SIGTERM
-    stopped_at = int(tf.train.latest_checkpoint(resumed).rsplit("-", 1)[1])
-    assert 20 <= stopped_at < 30
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-23")
     _run_train(data, resumed, 30)
 
     got = _history(resumed)

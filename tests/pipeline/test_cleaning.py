@@ -1,7 +1,6 @@
 """Cleaning as Beam transforms and as a job: known answers on small fixtures, held-out decontamination,
 every filter, the report, and the same bytes on the in-process runner and on Dask."""
 
-import contextlib
 import json
 import os
 import random
@@ -15,8 +14,7 @@ from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords
 from pipeline.dedup_stages import Cluster
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
-
-DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
+from tests.fixtures.dask_cluster import dask_cluster
 
 
 def sentence(rng) -> str:
@@ -201,22 +199,8 @@ def test_clean_job_refuses_an_earlier_run_and_bad_specs(job_inputs, reference_cl
     assert "unknown 'fuzzy'" in capsys.readouterr().err
 
 
-@contextlib.contextmanager
-def dask_cluster(workers):
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=40)
-    try:
-        yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address, "--dask_npartitions", "4"]
-    finally:
-        with contextlib.suppress(ValueError):
-            Client.current(allow_global=True).close()
-        cluster.close(timeout=30)
-
-
 def test_clean_job_gives_the_same_bytes_on_dask(job_inputs, reference_clean, tmp_path):
-    with dask_cluster(workers=2) as dask:
+    with dask_cluster(workers=2, threads=1) as dask:
         out = run_clean(job_inputs, tmp_path / "dask", dask)
     names = sorted(os.listdir(reference_clean))
     assert sorted(os.listdir(out)) == names

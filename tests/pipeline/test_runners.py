@@ -8,7 +8,6 @@ import glob
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -18,8 +17,8 @@ import pytest
 from apache_beam.internal import pickler
 from pipeline import pretraining_data, vocab
 from tests.conftest import ROOT
+from tests.fixtures.dask_cluster import dask_cluster
 
-DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
 SENTENCES = ["The cat sat on the mat.", "It was a sunny day in the park.", "Birds sang loudly overhead!",
              "Then the rain came down hard.", "Everyone ran for cover under the trees.",
              "The river bank was flooded by noon.", "She went to the bank to deposit money.",
@@ -85,21 +84,6 @@ def same_data(a, b):
     assert meta_a["counters"]["lines_with_invalid_utf8"] == 1 and meta_a["counters"]["empty_documents"] == 3
     assert meta_a["counters"]["instances"] == meta_a["examples"] > 0
     assert {k: v for k, v in meta_a.items() if k != "config"} == {k: v for k, v in meta_b.items() if k != "config"}
-
-
-@contextlib.contextmanager
-def dask_cluster(workers, threads, partitions=4):
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True,
-                           dashboard_address=None, silence_logs=40)
-    try:
-        yield ["--runner", DASK, "--dask_client_address", cluster.scheduler_address,
-               "--dask_npartitions", str(partitions)]
-    finally:
-        with contextlib.suppress(ValueError):  # the runner leaves its client open
-            Client.current(allow_global=True).close()
-        cluster.close(timeout=30)
 
 
 def test_dask_worker_processes_give_the_same_bytes(corpus, reference, tmp_path):
@@ -190,49 +174,55 @@ def test_dofns_pickle_again_after_setup(reference):
         [(d, doc.ids.tolist(), doc.bounds) for d, doc in second]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+# The worker pool as `worker_pool_main` runs it, on a port it picks itself and prints when it listens.
+POOL = ("import time\n"
+        "from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer\n"
+        "address, _ = BeamFnExternalWorkerPoolServicer.start(use_process=True)\n"
+        "print(address, flush=True)\n"
+        "while True:\n    time.sleep(3600)\n")
+SERVICE_START_S = 300  # bounds a hang only
 
 
-def wait_for_port(port: int, process, seconds: float) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"service exited early with {process.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("localhost", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on port {port} after {seconds} s")
+def wait_for_file(path: str, process) -> str:
+    """The contents of `path` once it exists (written atomically by `process`), failing if `process` ends."""
+    deadline = time.monotonic() + SERVICE_START_S
+    while not os.path.exists(path):
+        assert process.poll() is None, f"the service exited with {process.returncode} before writing {path}"
+        assert time.monotonic() < deadline, f"no {path} after {SERVICE_START_S} s"
+        time.sleep(0.1)
+    with open(path) as f:
+        return f.read().strip()
 
 
 @contextlib.contextmanager
-def portable_services():
+def portable_services(folder):
     """Beam's Python job service and an EXTERNAL worker pool (what Dataflow Runner v2 and the Flink / Spark
-    job servers talk to), each bounded by `timeout -k` and always stopped."""
-    job_port, pool_port = free_port(), free_port()
+    job servers talk to), each bounded by `timeout -k` and always stopped. Each binds a port of its choosing
+    and says which once it listens (the job service in a port file, the pool on stdout): no port is picked
+    here and then lost to another process before the service binds it."""
     # The pool starts each SDK worker as a bare `python -c ...`: this interpreter must come first on PATH.
     env = {**os.environ, "PYTHONPATH": ROOT,
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    commands = [[sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-                 "--port", str(job_port)],
-                [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                 "--service_port", str(pool_port)]]
-    processes = [subprocess.Popen(["timeout", "-k", "10", "600", *c], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in commands]
+    port_file = os.path.join(folder, "job_service.port")
+
+    def start(command, stdout):
+        return subprocess.Popen(["timeout", "-k", "10", "1800", *command], cwd=ROOT, env=env, text=True,
+                                stdout=stdout, stderr=subprocess.DEVNULL)
+    processes = [start([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", "--port", "0",
+                        "--port_file", port_file], subprocess.DEVNULL),
+                 start([sys.executable, "-c", POOL], subprocess.PIPE)]
     try:
-        for port, process in zip((job_port, pool_port), processes):
-            wait_for_port(port, process, 120)
+        job_port = wait_for_file(port_file, processes[0])
+        pool_address = processes[1].stdout.readline().strip()  # "" if the pool ended before listening
+        assert pool_address.startswith("localhost:"), f"the worker pool ended ({processes[1].wait()})"
         yield ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
-               "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}"]
+               "--environment_type", "EXTERNAL", "--environment_config", pool_address]
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             try:
-                process.wait(20)
+                process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
 
@@ -240,6 +230,6 @@ def portable_services():
 @pytest.mark.slow
 def test_portable_runner_with_an_external_worker_pool_gives_the_same_bytes(corpus, reference, tmp_path):
     vocab_path, data = reference
-    with portable_services() as portable:
+    with portable_services(str(tmp_path)) as portable:
         same_vocab(run_vocab(corpus, tmp_path / "vocab", portable), vocab_path, corpus)
         same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", portable), data["bert"])

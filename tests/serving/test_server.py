@@ -22,6 +22,9 @@ from serving.server.http import ModelServer, ServerOptions
 from tests.conftest import ROOT
 from tests.fixtures.serving import http, predict_request, save_classifier, save_text_model, write_warmup
 
+WAIT_S = 120  # waits for a condition and deadlines of calls: bound a hang only
+START_S = 600  # a `python -m` process importing TensorFlow, on a loaded machine: bounds a hang only
+
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
@@ -208,7 +211,7 @@ def test_grpc(server):
     raw = predict_pb2.PredictRequest(inputs={"text": predict_request({"text": np.float32([1.0])}).inputs["text"]})
     raw.model_spec.name = "text"
     with pytest.raises(Exception) as error:
-        client._predictions.Predict(raw, timeout=10)
+        client._predictions.Predict(raw, timeout=WAIT_S)
     assert "Expects arg[0] to be string but float is provided" in error.value.details()
     client.close()
 
@@ -254,11 +257,11 @@ def test_new_version_is_picked_up_and_old_unloaded(exported, tmp_path):
         assert client.predict("text", instances=["a"])["predictions"][0]["length"] == 1
 
 
-def wait_for(read, done, seconds=20.0):
-    deadline = time.time() + seconds
+def wait_for(read, done, seconds=WAIT_S):
+    deadline = time.monotonic() + seconds
     while True:
         value = read()
-        if done(value) or time.time() > deadline:
+        if done(value) or time.monotonic() > deadline:
             assert done(value), value
             return value
         time.sleep(0.05)
@@ -329,18 +332,19 @@ def test_cli_server_and_client(exported, tmp_path):
                                "--rest_api_port", "0", "--port", "0"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        line = read_line(server, timeout=60)
+        line = read_line(server, timeout=START_S)
         assert line.startswith("Serving {'text': [1]} on REST http://127.0.0.1:"), line
         url = line.split("REST ")[1].split()[0]
         result = subprocess.run([sys.executable, "-m", "serving.client", "--server", url, "--model", "text",
                                  "--signature", "length", "--text", "a b c", "--text", "d"],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=START_S)
         assert result.returncode == 0 and json.loads(result.stdout) == {"predictions": [3, 1]}, result.stderr
         missing = subprocess.run([sys.executable, "-m", "serving.client", "--server", url, "--model", "nope",
-                                  "--status"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+                                  "--status"], cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=START_S)
         assert missing.returncode == 1 and "404: Could not find any versions of model nope" in missing.stderr
         server.terminate()
-        assert server.wait(timeout=30) == 0
+        assert server.wait(timeout=WAIT_S) == 0
     finally:
         if server.poll() is None:
             server.kill()
@@ -365,7 +369,7 @@ def test_batcher_merges_queued_calls_and_isolates_errors():
         calls.append(int(x.shape[0]))
         if len(calls) == 1:
             started.set()
-            release.wait(10)
+            release.wait(WAIT_S)  # set once the others are queued (or the test failed)
         if int(tf.reduce_min(x)) < 0:
             raise ValueError("negative input")
         return {"y": x * 2}
@@ -378,16 +382,19 @@ def test_batcher_merges_queued_calls_and_isolates_errors():
         except ServingError as e:
             results[key] = e.code
     first = threading.Thread(target=run, args=("first", [1]))
-    first.start()
-    started.wait(10)
-    others = {"a": [2, 3], "b": [4], "bad": [-1], "wide": [[5, 6]]}
-    threads = [threading.Thread(target=run, args=item) for item in others.items()]
-    for thread in threads:
-        thread.start()
-    wait_for(lambda: len(batcher._queue), lambda n: n == 4)  # queued behind the running call
-    release.set()
+    threads = [threading.Thread(target=run, args=item)
+               for item in {"a": [2, 3], "b": [4], "bad": [-1], "wide": [[5, 6]]}.items()]
+    try:
+        first.start()
+        assert started.wait(WAIT_S)
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: len(batcher._queue), lambda n: n == 4)  # queued behind the running call
+    finally:
+        release.set()
     for thread in [first] + threads:
-        thread.join(10)
+        thread.join(WAIT_S)
+        assert not thread.is_alive()
     assert results == {"first": [2], "a": [4, 6], "b": [8], "bad": "INVALID_ARGUMENT", "wide": [[10, 12]]}
     # the first alone; a, b, bad merged (4 rows) and failing, then re-run one by one; wide (other shape) alone
     assert calls[:2] == [1, 4] and sorted(calls[2:]) == [1, 1, 1, 2]
