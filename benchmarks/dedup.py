@@ -18,6 +18,11 @@ one process's CPU) on such a corpus and on one `--scale` times larger (distinct 
 times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU time (cache
 and core contention), so the least is the closest to the job's own.
 
+`--in_process`: each checkout's jobs of one repeat run one after the other in one process (`pipeline.
+pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFlow and Beam once: the figures
+leave out the start-up (about 8 of a 1x job's 10 CPU-seconds, and most of the noise on a loaded machine); no
+peak RSS.
+
 `--baseline DIR`: another checkout of the project (e.g. `git archive <commit> | tar -x -C DIR`). Its jobs run
 with the same interpreter on the same corpora and vocabulary, each right after the same job of this
 checkout, so both see the same machine load; its quality is measured too.
@@ -145,17 +150,23 @@ def cost(args, tmp: str, roots: list[str]) -> list[dict]:
     _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
     runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
+    jobs = [(name, m, _job_args(pattern, vocab, extra)) for m, (pattern, _) in sizes.items()
+            for name, extra in runs.items() if name != "clean" or m == 1]
     measured = [collections.defaultdict(list) for _ in roots]
     for repeat in range(args.repeats):
-        for m, (pattern, _) in sizes.items():
-            for name, extra in runs.items():
-                if name == "clean" and m != 1:
-                    continue
-                for i, root in enumerate(roots):
-                    out = os.path.join(tmp, f"{name}_{m}x_{i}_{repeat}")
-                    measured[i][(name, m)].append(_job(root, pattern, vocab, out, extra))
-                    shutil.rmtree(out, ignore_errors=True)
-    return [_cost_figures(jobs, {m: n for m, (_, n) in sizes.items()}, args.scale) for jobs in measured]
+        if args.in_process:
+            for i, root in enumerate(roots):
+                for name, m, run in _jobs_in_one_process(root, jobs, os.path.join(tmp, f"r{repeat}_{i}")):
+                    measured[i][(name, m)].append(run)
+            continue
+        for name, m, job_args in jobs:
+            for i, root in enumerate(roots):
+                out = os.path.join(tmp, f"{name}_{m}x_{i}_{repeat}")
+                measured[i][(name, m)].append(_job(root, job_args, out))
+                shutil.rmtree(out, ignore_errors=True)
+    mode = {"mode": "in_process, start-up left out" if args.in_process else "one process per job"}
+    return [mode | _cost_figures(runs_of_root, {m: n for m, (_, n) in sizes.items()}, args.scale)
+            for runs_of_root in measured]
 
 
 def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
@@ -165,7 +176,8 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
         cpu[name, m] = min(r["cpu_s"] for r in runs)
         figures[f"{name}_{m}x"] = {"documents": documents[m], "cpu_s": round(cpu[name, m], 2),
                                    "cpu_s_runs": [round(r["cpu_s"], 2) for r in runs],
-                                   "peak_rss_mb": round(max(r["kernel_max_rss_mb"] for r in runs))}
+                                   "peak_rss_mb": max((round(r["kernel_max_rss_mb"]) for r in runs if "kernel_max_rss_mb" in r),
+                                                      default=None)}
     small, big = documents[1], documents[scale]
     marginal = {name: (cpu[name, scale] - cpu[name, 1]) / (big - small) for name in ("plain", "dedup")}
     figures["cpu_ms_per_document"] = {k: round(1000 * v, 3) for k, v in marginal.items()}
@@ -175,14 +187,46 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
     return figures
 
 
-def _job(root: str, pattern: str, vocab: str, out: str, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--vocab", vocab,
-           "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4", "--runner", "FnApiRunner",
-           "--progress_seconds", "0", "--input", pattern, "--output_dir", out, *extra]
+def _job_args(pattern: str, vocab: str, extra: list[str]) -> list[str]:
+    return ["--model", "bert", "--vocab", vocab, "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4",
+            "--runner", "FnApiRunner", "--progress_seconds", "0", "--input", pattern, *extra]
+
+
+def _job(root: str, job_args: list[str], out: str) -> dict:
+    cmd = [sys.executable, "-m", "pipeline.pretraining_data", *job_args, "--output_dir", out]
     run = _proc.run_tree(cmd, out + ".log", cwd=root, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
     if run["rc"]:
         raise RuntimeError(open(out + ".log").read()[-3000:])
     return run
+
+
+IN_PROCESS = r"""
+import json, resource, shutil, sys
+from pipeline import pretraining_data
+
+def cpu_s():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+out, jobs = sys.argv[1], json.loads(sys.argv[2])
+for i, (name, m, job_args) in enumerate([jobs[0]] + jobs):  # the first once more: a warm-up, not reported
+    before = cpu_s()
+    rc = pretraining_data.run(job_args + ["--output_dir", f"{out}/{i}"])
+    cpu = cpu_s() - before
+    shutil.rmtree(f"{out}/{i}", ignore_errors=True)
+    if i:
+        print(json.dumps({"name": name, "m": m, "rc": rc, "cpu_s": cpu}), flush=True)
+"""
+
+
+def _jobs_in_one_process(root: str, jobs: list, out: str) -> list[tuple]:
+    """`jobs` run one after the other in one process of the checkout at `root` -> `(name, m, measurement)`."""
+    result = subprocess.run([sys.executable, "-c", IN_PROCESS, out, json.dumps(jobs)], cwd=root, text=True,
+                            capture_output=True, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode or len(lines) != len(jobs) or any(line["rc"] for line in lines):
+        raise RuntimeError(result.stderr[-3000:])
+    return [(line["name"], line["m"], {"cpu_s": line["cpu_s"]}) for line in lines]
 
 
 def _commit(root: str) -> str:
@@ -218,6 +262,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--exact", type=int, default=40)
     parser.add_argument("--scale", type=int, default=4, help="the corpus multiple of the memory run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each cost job; the least CPU counts")
+    parser.add_argument("--in_process", action="store_true", help="one process per checkout and repeat (no start-up)")
     parser.add_argument("--baseline", default=None, metavar="DIR",
                         help="another checkout of the project, measured the same way, job by job beside this one")
     parser.add_argument("--skip_cost", action="store_true")
