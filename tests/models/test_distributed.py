@@ -17,6 +17,7 @@ from tests.conftest import ROOT
 from tests.fixtures.training import write_dataset
 
 ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+WORKER_S = 900  # one training process's whole run on a loaded machine (about 115 s seen): bounds a hang only
 
 
 def _losses(model_dir):
@@ -30,7 +31,7 @@ def test_mirrored_two_cpus_matches_one_device(tmp_path):
     outputs = {}
     for mode in ("mirrored", "default"):
         run = subprocess.run([sys.executable, "-m", "tests.fixtures.mirrored_script", mode, pattern, str(tmp_path / mode)],
-                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=WORKER_S)
         assert run.returncode == 0, run.stderr[-3000:]
         outputs[mode] = run.stdout
     assert "replicas 2 xla False" in outputs["mirrored"] and "replicas 1 xla True" in outputs["default"]
@@ -49,7 +50,6 @@ def _free_ports(n):
     return ports
 
 
-WORKER_S = 900  # a worker's whole run on a loaded machine: bounds a hang only
 PORT_TAKEN = "Could not start gRPC server"  # a port picked here was taken by another process before TF bound it
 
 
