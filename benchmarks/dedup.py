@@ -11,12 +11,12 @@ should be dropped when some document with a smaller id has Jaccard >= the thresh
 stage (`pipeline.cleaning` with `near` only, in-process runner) drops some: precision and recall of the
 dropped set, overall and per planted edit rate.
 
-Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (4 files, in-process runner so the figure is
-one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents), without and with
-`--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the two sizes
-(start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`). Each job runs `--repeats`
-times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU time (cache
-and core contention), so the least is the closest to the job's own.
+Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (or `--dupe_factor`; 4 files, in-process runner
+so the figure is one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents),
+without and with `--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the
+two sizes (start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`). Each job runs
+`--repeats` times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU
+time (cache and core contention), so the least is the closest to the job's own.
 
 `--in_process`: each checkout's jobs of one repeat run one after the other in one process (`pipeline.
 pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFlow and Beam once: the figures
@@ -150,7 +150,7 @@ def cost(args, tmp: str, roots: list[str]) -> list[dict]:
     _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
     runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
-    jobs = [(name, m, _job_args(pattern, vocab, extra)) for m, (pattern, _) in sizes.items()
+    jobs = [(name, m, _job_args(pattern, vocab, extra, args.dupe_factor)) for m, (pattern, _) in sizes.items()
             for name, extra in runs.items() if name != "clean" or m == 1]
     measured = [collections.defaultdict(list) for _ in roots]
     for repeat in range(args.repeats):
@@ -176,8 +176,8 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
         cpu[name, m] = min(r["cpu_s"] for r in runs)
         figures[f"{name}_{m}x"] = {"documents": documents[m], "cpu_s": round(cpu[name, m], 2),
                                    "cpu_s_runs": [round(r["cpu_s"], 2) for r in runs],
-                                   "peak_rss_mb": max((round(r["kernel_max_rss_mb"]) for r in runs if "kernel_max_rss_mb" in r),
-                                                      default=None)}
+                                   "peak_rss_mb": max((round(r["kernel_max_rss_mb"]) for r in runs
+                                                       if "kernel_max_rss_mb" in r), default=None)}
     small, big = documents[1], documents[scale]
     marginal = {name: (cpu[name, scale] - cpu[name, 1]) / (big - small) for name in ("plain", "dedup")}
     figures["cpu_ms_per_document"] = {k: round(1000 * v, 3) for k, v in marginal.items()}
@@ -187,8 +187,9 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
     return figures
 
 
-def _job_args(pattern: str, vocab: str, extra: list[str]) -> list[str]:
-    return ["--model", "bert", "--vocab", vocab, "--max_seq_length", "128", "--dupe_factor", "1", "--num_shards", "4",
+def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1) -> list[str]:
+    return ["--model", "bert", "--vocab", vocab, "--max_seq_length", "128", "--dupe_factor", str(dupe_factor),
+            "--num_shards", "4",
             "--runner", "FnApiRunner", "--progress_seconds", "0", "--input", pattern, *extra]
 
 
@@ -262,6 +263,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--exact", type=int, default=40)
     parser.add_argument("--scale", type=int, default=4, help="the corpus multiple of the memory run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each cost job; the least CPU counts")
+    parser.add_argument("--dupe_factor", type=int, default=1, help="of the cost jobs (BERT's usual: 10)")
     parser.add_argument("--in_process", action="store_true", help="one process per checkout and repeat (no start-up)")
     parser.add_argument("--baseline", default=None, metavar="DIR",
                         help="another checkout of the project, measured the same way, job by job beside this one")

@@ -3,17 +3,17 @@ estimated Jaccard similarity, and the rule "drop a document that has a confirmed
 smaller id".
 
 Per document (`Signatures`): the signature of its text (`preprocessing.near_duplicates`), then one element per
-band, `(band key, (id, signature bytes))` (no text: these are `bands` elements per document, the largest
-part of the stage's shuffles). Per band key (`_band_edges`): the group's `max_comparisons`
-smallest ids are its anchors (collected with a bounded heap; the rest of the group is streamed); every member
-is compared with the anchors of smaller id, smallest first, and the first whose estimated Jaccard is at least
-the threshold gives the edge `member -> anchor`. Per document (`CombinePerKey(min)`): the smallest anchor of
-all its bands; per anchor (`CombinePerKey(sum)`): the number of documents linked to it. The documents are
-then joined by id with their edge and, for an anchor, that number (one GroupByKey): a document with an edge is
-dropped, and an anchor gives its cluster's report record, with a sample of its text. Why this rule rather than connected components: it needs no iteration (a fixed number of
-shuffles on any runner), never drops a document whose only near twin was itself dropped in favour of a third
-document it does not resemble, and keeps exactly one document of every group whose members all resemble
-each other.
+band, `(band key, (id, signature bytes))` (no text: these are `bands` elements per document, the largest part
+of the stage's shuffles). Per band key (`_band_edges`): the group's `max_comparisons` smallest ids are its
+anchors (collected with a bounded heap; the rest of the group is streamed); every member is compared with the
+anchors of smaller id, smallest first, and the first whose estimated Jaccard is at least the threshold gives
+the edge `member -> anchor`. Per document (`CombinePerKey(min)`): the smallest anchor of all its bands; per
+anchor (`CombinePerKey(sum)`): the number of documents linked to it. The documents are then joined by id with
+their edge and, for an anchor, that number (one GroupByKey): a document with an edge is dropped, and an anchor
+gives its cluster's report record, with a sample of its text. Why this rule rather than connected
+components: it needs no iteration (a fixed number of shuffles on any runner), never drops a document whose
+only near twin was itself dropped in favour of a third document it does not resemble, and keeps exactly one
+document of every group whose members all resemble each other.
 """
 
 import heapq
