@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 CORPUS ?=
 VOCAB_SIZE ?= 8000
-DEMO_STEPS ?= 600
+DEMO_STEPS ?= 900
 MINILM_STEPS ?= 100
 PYTEST_ARGS ?=
 # Test files run two at a time, each file in one worker (pytest-xdist `--dist loadfile`: a module's fixtures are

