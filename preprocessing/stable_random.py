@@ -7,12 +7,13 @@ give byte-identical output whatever the runner, the number of workers, the bundl
 `stable_hash` (Python, BLAKE2b) seeds per-document `random.Random` generators and names keys; `stable_fraction`
 turns it into a number in [0, 1) for deterministic splits and choices; `uniform` (TF, SplitMix64 finalizer) gives
 per-row, per-position uniforms from per-row seeds, so a batch's values do not depend on how rows were
-batched together.
+batched together. TensorFlow is imported by `uniform` only: the jobs that need hashes alone (cleaning,
+bucketing) start without it.
 """
 
-import hashlib
+from __future__ import annotations
 
-import tensorflow as tf
+import hashlib
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
@@ -37,22 +38,28 @@ def stable_fraction(*parts) -> float:
 
 def _mix(x: tf.Tensor) -> tf.Tensor:
     """SplitMix64's finalizer on uint64 (wrapping arithmetic)."""
+    import tensorflow as tf
+
     x = x + tf.constant(_GOLDEN, tf.uint64)
     x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(30, tf.uint64))) * tf.constant(_MIX1, tf.uint64)
     x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(27, tf.uint64))) * tf.constant(_MIX2, tf.uint64)
     return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, tf.constant(31, tf.uint64)))
 
 
-def uniform(row_seeds: tf.Tensor, stream: int, length: int, dtype=tf.float32) -> tf.Tensor:
+def uniform(row_seeds: tf.Tensor, stream: int, length: int, dtype="float32") -> tf.Tensor:
     """`[N]` int64 seeds -> `[N, length]` uniforms in [0, 1), one independent stream per `stream`.
 
     float32 carries 24 random bits, float64 53 (use it to rank: ties are then practically impossible).
 
     Example:
+      >>> import tensorflow as tf
       >>> u = uniform(tf.constant([7, 7, 8], tf.int64), stream=0, length=4)
       >>> bool(tf.reduce_all(u[0] == u[1])), bool(tf.reduce_any(u[0] != u[2]))
       (True, True)
     """
+    import tensorflow as tf
+
+    dtype = tf.as_dtype(dtype)
     seeds = tf.bitcast(tf.cast(row_seeds, tf.int64), tf.uint64)  # [N]
     counters = tf.range(length, dtype=tf.int64) + tf.constant(stream, tf.int64) * (1 << 32)  # [L]
     counters = _mix(tf.bitcast(counters, tf.uint64))  # [L]
