@@ -14,8 +14,11 @@ PYTEST_ARGS ?=
 # built once); much of the suite waits on subprocesses and imports, so two workers overlap on two cores.
 # `make test PYTEST_WORKERS=0` runs everything in one process.
 PYTEST_WORKERS ?= 2
+# `make test-under-load`: the same suite beside HOGS busy processes (a shared CI machine, or a laptop doing
+# other work); the tests wait on conditions, not on fixed sleeps, so it must pass all the same, only slower.
+HOGS ?= 2
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-under-load bench clean
 
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +30,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+
+test-under-load: $(STAMP)
+	@hogs=""; for i in $$(seq $(HOGS)); do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
+	echo "test-under-load: $(HOGS) busy processes:$$hogs"; \
+	trap 'kill $$hogs 2>/dev/null' EXIT INT TERM; \
+	$(MAKE) --no-print-directory test
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.tokenization

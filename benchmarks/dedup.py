@@ -1,7 +1,7 @@
 """Benchmark of the near-duplicate stage: precision and recall against exact all-pairs Jaccard, and its cost.
 
     .venv/bin/python -m benchmarks.dedup [--base 1000] [--per_rate 40] [--exact 40] [--repeats 3]
-        [--baseline DIR] [--skip_cost]
+        [--baseline DIR] [--skip_cost] [--dask_memory [--dask_threads 2]]
 
 Quality: a synthetic corpus (Zipf-distributed words, 4-12 sentences of 8-20 words per document) of `--base`
 documents, plus planted copies: `--exact` exact copies, and `--per_rate` copies at each word-substitution rate
@@ -22,6 +22,11 @@ time (cache and core contention), so the least is the closest to the job's own.
 pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFlow and Beam once: the figures
 leave out the start-up (about 8 of a 1x job's 10 CPU-seconds, and most of the noise on a loaded machine); no
 peak RSS.
+
+`--dask_memory`: the same job with `--dedup all` on Beam's Dask runner (one `distributed.LocalCluster` worker
+process with `--dask_threads` threads, a fresh cluster per corpus, `--dask_npartitions 4`) at 1x and `--scale`x
+the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure before it. No worker
+holds the corpus (only GroupByKeys on band hashes, documents and span keys), so the peak should stay flat.
 
 `--baseline DIR`: another checkout of the project (e.g. `git archive <commit> | tar -x -C DIR`). Its jobs run
 with the same interpreter on the same corpora and vocabulary, each right after the same job of this
@@ -187,10 +192,37 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
     return figures
 
 
-def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1) -> list[str]:
+def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
+              runner: tuple = ("--runner", "FnApiRunner")) -> list[str]:
     return ["--model", "bert", "--vocab", vocab, "--max_seq_length", "128", "--dupe_factor", str(dupe_factor),
-            "--num_shards", "4",
-            "--runner", "FnApiRunner", "--progress_seconds", "0", "--input", pattern, *extra]
+            "--num_shards", "4", *runner, "--progress_seconds", "0", "--input", pattern, *extra]
+
+
+def dask_memory(args, tmp: str) -> dict:
+    """The Dask worker's peak RSS running the job with `--dedup all` at 1x and `args.scale`x the corpus."""
+    from benchmarks._dask import dask_args, dask_worker, worker_peak_kb
+
+    out = {"threads": args.dask_threads}
+    for m in (1, args.scale):
+        docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
+        pattern = write_files(docs, os.path.join(tmp, f"mem{m}x"))
+        vocab = os.path.join(tmp, "mem_vocab.txt")
+        if m == 1:
+            _proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
+                              "--runner", "FnApiRunner"])
+        with dask_worker(args.dask_threads) as (address, client):
+            idle = max(client.run(worker_peak_kb).values())
+            target = os.path.join(tmp, f"dask_{m}x")
+            job = _job_args(pattern, vocab, ["--dedup", "all"], args.dupe_factor, tuple(dask_args(address)))
+            run = _job(ROOT, job, target)
+            peak = max(client.run(worker_peak_kb).values())
+        meta = json.load(open(os.path.join(target, "metadata.json")))
+        out[f"{m}x"] = {"documents": len(docs), "instances": meta["examples"], "worker_peak_mb": round(peak / 1024),
+                        "worker_idle_mb": round(idle / 1024), "driver_peak_mb": run.get("kernel_max_rss_mb")}
+        print(f"dask worker ({args.dask_threads} threads), {m}x ({len(docs)} documents): peak "
+              f"{peak / 1024:.0f} MB (idle {idle / 1024:.0f} MB)", flush=True)
+    out["peak_ratio"] = round(out[f"{args.scale}x"]["worker_peak_mb"] / out["1x"]["worker_peak_mb"], 3)
+    return out
 
 
 def _job(root: str, job_args: list[str], out: str) -> dict:
@@ -268,6 +300,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--baseline", default=None, metavar="DIR",
                         help="another checkout of the project, measured the same way, job by job beside this one")
     parser.add_argument("--skip_cost", action="store_true")
+    parser.add_argument("--dask_memory", action="store_true", help="peak RSS of a Dask worker at 1x and --scale x")
+    parser.add_argument("--dask_threads", type=int, default=2, help="--dask_memory: threads of the worker")
     args = parser.parse_args(argv)
     roots = [ROOT] + ([os.path.abspath(args.baseline)] if args.baseline else [])
     docs = make_corpus(args.base, args.per_rate, args.exact)
@@ -280,6 +314,9 @@ def main(argv=None) -> dict:
             costs = cost(args, tmp, roots)
             figures["cost"] = costs[0]
             print(json.dumps(figures["cost"]), flush=True)
+        if args.dask_memory:
+            figures["dask_memory"] = dask_memory(args, tmp)
+            print(json.dumps(figures["dask_memory"]), flush=True)
     if args.baseline:
         figures["baseline"] = {"path": roots[1], "commit": _commit(roots[1]), "quality": scores[1]}
         if not args.skip_cost:

@@ -26,7 +26,6 @@ against the last figure on this CPU model (`benchmarks.history`; the small run's
 """
 
 import argparse
-import contextlib
 import gzip
 import json
 import os
@@ -34,12 +33,12 @@ import sys
 import tempfile
 
 from benchmarks import history
+from benchmarks._dask import dask_args, dask_worker, worker_peak_kb
 from benchmarks._proc import log_tail, run_tree
 from demo import shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 0.9
-DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
 ONE_WORKER = ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing", "--direct_num_workers", "1"]
 
 
@@ -104,34 +103,14 @@ def throughput(tmp, module, full, small, layers, n_full, n_small) -> dict:
     return figures
 
 
-@contextlib.contextmanager
-def dask_worker(threads: int):
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=1, threads_per_worker=threads, processes=True, dashboard_address=None,
-                           silence_logs=40)
-    client = Client(cluster)
-    try:
-        yield cluster.scheduler_address, client
-    finally:
-        client.close()
-        cluster.close(timeout=30)
-
-
-def _worker_peak_kb() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-
-
 def memory(tmp, module, full, layers) -> dict:
     out = {}
     for threads in (1, 4):
         with dask_worker(threads) as (address, client):
-            before = max(client.run(_worker_peak_kb).values())
+            before = max(client.run(worker_peak_kb).values())
             target = os.path.join(tmp, f"dask_{threads}")
-            runner = ["--runner", DASK, "--dask_client_address", address, "--dask_npartitions", "4"]
-            measure(embed_cmd(module, full[0], target, layers, runner), target + ".log")
-            peak = max(client.run(_worker_peak_kb).values())
+            measure(embed_cmd(module, full[0], target, layers, dask_args(address)), target + ".log")
+            peak = max(client.run(worker_peak_kb).values())
         meta = json.load(open(os.path.join(target, "metadata.json")))
         out[f"threads_{threads}"] = {"worker_peak_mb": peak / 1024, "worker_idle_peak_mb": before / 1024,
                                      "model_loads": meta["model_loads"], "examples": meta["examples"]}

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.training [--sizes tiny,mini,base] [--batch_size N] [--steps N] \\
         [--steps_per_execution N] [--seq_length 128] [--repeats 2] [--mixed_precision float32] [--xla on,off] \\
-        [--peak_tflops T]
+        [--peak_tflops T] [--no_history]
     .venv/bin/python -m benchmarks.training --precision [--models bert,gpt,bilm] [--size tiny] [--steps 300] \\
         [--log_every 25] [--precisions float32,mixed_bfloat16]
 
@@ -32,7 +32,10 @@ is printed beside it: on a shared machine it moves much less than wall time when
 its ratio is the steadier comparison. MFU = examples/s x `BertTask.flops_per_example()` (the same formula for
 both, the architecture being the same) / `--peak_tflops` if given (e.g. 989 for an H200's dense bfloat16),
 else the machine's float32 matmul peak, measured in this run (a
-square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object.
+square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object;
+then, unless --no_history, per size and XLA setting our tokens per CPU-second and its ratio to the reference's
+are appended to `benchmarks/results/training.jsonl`, each compared with the last figure recorded on this CPU
+model (`benchmarks.history`; timed executions only, so there is no fixed cost in the figures).
 """
 
 import argparse
@@ -48,6 +51,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import history  # noqa: E402
 from models import families  # noqa: E402
 from models.training import distribute, hardware  # noqa: E402
 from models.bert import PRESETS, BertConfig, BertTask  # noqa: E402
@@ -288,6 +292,7 @@ def main(argv=None) -> None:
     parser.add_argument("--log_every", type=int, default=25, help="--precision: steps per logged loss")
     parser.add_argument("--mixed_precision", default="float32", help="dtype policy of both engines")
     parser.add_argument("--xla", default="on,off", help="XLA settings to run: on, off or on,off")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     parser.add_argument("--peak_tflops", type=float, default=None,
                         help="MFU against this peak (e.g. 989 for an H200 in bfloat16) instead of the measured "
                              "float32 matmul peak")
@@ -316,6 +321,7 @@ def main(argv=None) -> None:
     print(f"\n{'size':<5} {'XLA':<3} {'batch':>5} {'steps':>5} {'ours tok/s':>10} {'ref tok/s':>9} {'ours MFU':>8} "
           f"{'ref MFU':>7} {'ours/ref':>8} {'tok/CPU-s ours/ref':>18} {'ratio':>5} {'1st exec s':>10}")
     summary = {"peak_gflops": round(peak, 1), "seq_length": args.seq_length, "mixed_precision": args.mixed_precision}
+    figures = []  # (workload, ours tokens per CPU-second, ours / reference per CPU-second, ours timed CPU-s)
     for size, r in results.items():
         for xla in args.xla:
             (ours, _), (ref, _) = (max(r["rates"][name, xla]) for name in ("ours", "reference"))
@@ -329,7 +335,13 @@ def main(argv=None) -> None:
             summary.update({f"{tag}_ours_tokens_per_s": round(ours * t), f"{tag}_ref_tokens_per_s": round(ref * t),
                             f"{tag}_ours_mfu": round(mfu(ours), 2), f"{tag}_ref_mfu": round(mfu(ref), 2),
                             f"{tag}_ratio": round(ours / ref, 3), f"{tag}_cpu_ratio": round(ours_cpu / ref_cpu, 3)})
+            figures.append((f"{tag}, batch {r['batch']}, seq {t}, {args.mixed_precision}", ours_cpu * t,
+                            ours_cpu / ref_cpu, r["steps"] * r["batch"] / ours_cpu))
     print(json.dumps(summary))
+    if not args.no_history:
+        history.record("training", [f for workload, per_cpu_s, ratio, cpu_s in figures for f in (
+            history.Figure("ours_tokens_per_cpu_s", round(per_cpu_s), True, workload, round(cpu_s, 1), 0.0),
+            history.Figure("cpu_ratio_vs_keras_hub", round(ratio, 3), True, workload, round(cpu_s, 1), 0.0))])
 
 
 if __name__ == "__main__":
