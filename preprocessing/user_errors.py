@@ -89,8 +89,19 @@ def check_range(flag: str, value, low=None, high=None, *, low_open: bool = False
     return value
 
 
-def _gfile():
-    import tensorflow as tf  # any FileSystems path (local, gs://) in the same calls
+class _LocalFiles:
+    """`tf.io.gfile`'s `exists`/`isdir` for a local path, without importing TensorFlow (seconds of start-up
+    for a job that needs no TensorFlow, such as `pipeline.clean`)."""
+
+    exists = staticmethod(os.path.exists)
+    isdir = staticmethod(os.path.isdir)
+
+
+def _gfile(path: str):
+    """`os.path` for a local path; `tf.io.gfile` for any other (gs://, ...), in the same calls."""
+    if not path or _is_local(path):
+        return _LocalFiles
+    import tensorflow as tf
 
     return tf.io.gfile
 
@@ -101,7 +112,7 @@ def _is_local(path: str) -> bool:
 
 def require_file(flag: str, path: str) -> str:
     """`path` must be an existing file (not a folder)."""
-    gfile = _gfile()
+    gfile = _gfile(path)
     if not path or not gfile.exists(path):
         raise UserError(f"{flag} {path}: no such file")
     if gfile.isdir(path):
@@ -111,7 +122,7 @@ def require_file(flag: str, path: str) -> str:
 
 def require_dir(flag: str, path: str) -> str:
     """`path` must be an existing folder."""
-    gfile = _gfile()
+    gfile = _gfile(path)
     if not path or not gfile.exists(path):
         raise UserError(f"{flag} {path}: no such folder")
     if not gfile.isdir(path):
@@ -122,7 +133,7 @@ def require_dir(flag: str, path: str) -> str:
 def writable_dir(flag: str, path: str) -> str:
     """`path` must be a folder that can be written, or creatable; nothing is created. Remote paths (gs://)
     are checked only for not being a file."""
-    gfile = _gfile()
+    gfile = _gfile(path)
     if gfile.exists(path) and not gfile.isdir(path):
         raise UserError(f"{flag} {path} is a file; give a folder (new or existing)")
     if _is_local(path):
@@ -132,7 +143,7 @@ def writable_dir(flag: str, path: str) -> str:
 
 def writable_file(flag: str, path: str) -> str:
     """`path` must be a file that can be (over)written: not a folder, in a writable or creatable folder."""
-    gfile = _gfile()
+    gfile = _gfile(path)
     if not path or path.endswith(("/", os.sep)) or (gfile.exists(path) and gfile.isdir(path)):
         raise UserError(f"{flag} {path} is a folder; give a file name")
     if _is_local(path):
