@@ -23,7 +23,7 @@ pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFl
 leave out the start-up (about 8 of a 1x job's 10 CPU-seconds, and most of the noise on a loaded machine); no
 peak RSS.
 
-`--dask_memory`: the same job with `--dedup all` on Beam's Dask runner (one `distributed.LocalCluster` worker
+`--dask_memory`: the same job, alone and with `--dedup all`, on Beam's Dask runner (one `distributed.LocalCluster` worker
 process with `--dask_threads` threads, a fresh cluster per corpus, `--dask_npartitions 4`) at 1x and `--scale`x
 the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure before it. No worker
 holds the corpus (only GroupByKeys on band hashes, documents and span keys), so the peak should stay flat.
@@ -199,29 +199,33 @@ def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
 
 
 def dask_memory(args, tmp: str) -> dict:
-    """The Dask worker's peak RSS running the job with `--dedup all` at 1x and `args.scale`x the corpus."""
+    """The Dask worker's peak RSS running the job alone and with `--dedup all`, at 1x and `args.scale`x the
+    corpus, each on a fresh one-worker cluster."""
     from benchmarks._dask import dask_args, dask_worker, worker_peak_kb
 
     out = {"threads": args.dask_threads}
+    vocab = os.path.join(tmp, "mem_vocab.txt")
     for m in (1, args.scale):
         docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
         pattern = write_files(docs, os.path.join(tmp, f"mem{m}x"))
-        vocab = os.path.join(tmp, "mem_vocab.txt")
         if m == 1:
             _proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
                               "--runner", "FnApiRunner"])
-        with dask_worker(args.dask_threads) as (address, client):
-            idle = max(client.run(worker_peak_kb).values())
-            target = os.path.join(tmp, f"dask_{m}x")
-            job = _job_args(pattern, vocab, ["--dedup", "all"], args.dupe_factor, tuple(dask_args(address)))
-            run = _job(ROOT, job, target)
-            peak = max(client.run(worker_peak_kb).values())
-        meta = json.load(open(os.path.join(target, "metadata.json")))
-        out[f"{m}x"] = {"documents": len(docs), "instances": meta["examples"], "worker_peak_mb": round(peak / 1024),
-                        "worker_idle_mb": round(idle / 1024), "driver_peak_mb": run.get("kernel_max_rss_mb")}
-        print(f"dask worker ({args.dask_threads} threads), {m}x ({len(docs)} documents): peak "
-              f"{peak / 1024:.0f} MB (idle {idle / 1024:.0f} MB)", flush=True)
-    out["peak_ratio"] = round(out[f"{args.scale}x"]["worker_peak_mb"] / out["1x"]["worker_peak_mb"], 3)
+        for name, extra in (("plain", []), ("dedup", ["--dedup", "all"])):
+            with dask_worker(args.dask_threads) as (address, client):
+                idle = max(client.run(worker_peak_kb).values())
+                target = os.path.join(tmp, f"dask_{name}_{m}x")
+                run = _job(ROOT, _job_args(pattern, vocab, extra, args.dupe_factor, tuple(dask_args(address))), target)
+                peak = max(client.run(worker_peak_kb).values())
+            meta = json.load(open(os.path.join(target, "metadata.json")))
+            out[f"{name}_{m}x"] = {"documents": len(docs), "instances": meta["examples"],
+                                   "worker_peak_mb": round(peak / 1024), "worker_idle_mb": round(idle / 1024),
+                                   "driver_peak_mb": round(run["kernel_max_rss_mb"])}
+            print(f"dask worker ({args.dask_threads} threads), {name}, {m}x ({len(docs)} documents): peak "
+                  f"{peak / 1024:.0f} MB (idle {idle / 1024:.0f} MB)", flush=True)
+    for name in ("plain", "dedup"):
+        out[f"{name}_peak_ratio"] = round(out[f"{name}_{args.scale}x"]["worker_peak_mb"]
+                                          / out[f"{name}_1x"]["worker_peak_mb"], 3)
     return out
 
 

@@ -85,6 +85,10 @@ def cleaning_cell(c: dict) -> str:
             f"{c['span_emptied']:,} documents emptied")
 
 
+def _of_batch(run: dict) -> str:
+    return f" of {run['batch_size']}" if "batch_size" in run else ""
+
+
 def artefact_rows(s: dict) -> list[tuple]:
     """One row per artefact, with its size and the figures a user looks for."""
     rows = [
@@ -105,7 +109,7 @@ def artefact_rows(s: dict) -> list[tuple]:
     for name, run in s["runs"].items():
         kind = "bert" if name.startswith("minilm") else name
         rows.append((f"7-8 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
-                     f"steps, {run['train_seconds']:.0f} s this run", run["model_dir"]))
+                     f"steps{_of_batch(run)}, {run['train_seconds']:.0f} s this run", run["model_dir"]))
     for name, export in s["exports"].items():
         version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
         rows.append((f"9 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
