@@ -73,17 +73,25 @@ def popen(cmd: list[str]) -> subprocess.Popen:
                             env=child_env())
 
 
-def run(cmd: list[str], echo: bool = True) -> str:
-    """Runs `cmd` to the end, echoing its stdout as it comes (but its closing JSON line); returns the stdout.
-    Raises CalledProcessError on a non-zero exit."""
+def say(line: str, sink: list | None = None) -> None:
+    """Prints `line`, or keeps it in `sink` (a command run beside others prints its lines when it is done)."""
+    if sink is None:
+        print(line, flush=True)
+    else:
+        sink.append(line)
+
+
+def run(cmd: list[str], echo: bool = True, sink: list | None = None) -> str:
+    """Runs `cmd` to the end, echoing its stdout as it comes (but its closing JSON line; into `sink` if
+    given); returns the stdout. Raises CalledProcessError on a non-zero exit."""
     if echo:
-        print("$ " + " ".join(cmd), flush=True)
+        say("$ " + " ".join(cmd), sink)
     lines = []
     proc = popen(cmd)
     for line in proc.stdout:
         lines.append(line)
         if echo and not line.startswith("{"):
-            print("  " + line.rstrip(), flush=True)
+            say("  " + line.rstrip(), sink)
     proc.wait()
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
@@ -113,9 +121,9 @@ def run_all(cmds: list[list[str]], width: int = 2) -> list[str]:
     return outputs
 
 
-def module(name: str, *args: str, echo: bool = True) -> str:
+def module(name: str, *args: str, echo: bool = True, sink: list | None = None) -> str:
     """`python -m name args...` through `run`."""
-    return run([sys.executable, "-m", name, *args], echo=echo)
+    return run([sys.executable, "-m", name, *args], echo=echo, sink=sink)
 
 
 def last_json(stdout: str) -> dict:

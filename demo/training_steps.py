@@ -43,7 +43,7 @@ def _flags(steps: int, **fields) -> list[str]:
     return [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
 
 
-def _drop_if_other_data(model_dir: str, data_pattern: str) -> None:
+def _drop_if_other_data(model_dir: str, data_pattern: str, sink: list | None = None) -> None:
     """A run trained on other data (another corpus, vocabulary or data flags: another metadata.json) cannot
     resume: start it afresh. Records the data it trains on (`trained_on.json`)."""
     from preprocessing.metadata import FILE_NAME
@@ -51,21 +51,23 @@ def _drop_if_other_data(model_dir: str, data_pattern: str) -> None:
     key_path = os.path.join(model_dir, "trained_on.json")
     key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME))}
     if os.path.isdir(model_dir) and not commands.key_matches(key_path, key):
-        print(f"{model_dir} was trained on other data: starting afresh")
+        commands.say(f"{model_dir} was trained on other data: starting afresh", sink)
         shutil.rmtree(model_dir)
     os.makedirs(model_dir, exist_ok=True)
     commands.write_key(key_path, key)  # before training: an interrupted run on the same data resumes
 
 
-def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: int, args: list[str]) -> dict:
+def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: int, args: list[str],
+          sink: list | None = None) -> dict:
     """`models.training.train` into `model_dir`, evaluated at its end on (up to 40 batches of) the held-out
-    set; returns the held-out metrics and the wall seconds. A finished run is evaluated again (seconds)."""
-    _drop_if_other_data(model_dir, train_data)
+    set; returns the held-out metrics and the wall seconds. A finished run is evaluated again (seconds).
+    Its output goes to `sink` if given (`commands.say`)."""
+    _drop_if_other_data(model_dir, train_data, sink)
     if examples < batch:
         raise RuntimeError(f"{heldout}: {examples} held-out examples, fewer than a batch of {batch}")
     started = time.time()
     commands.module("models.training.train", "--train_data", train_data, "--model_dir", model_dir,
-                    "--eval_data", heldout, "--set", f"eval_steps={min(40, examples // batch)}", *args)
+                    "--eval_data", heldout, "--set", f"eval_steps={min(40, examples // batch)}", *args, sink=sink)
     seconds = round(time.time() - started, 1)
     with open(os.path.join(model_dir, "history.jsonl")) as f:
         metrics = [json.loads(line) for line in f if '"split": "eval"' in line][-1]
@@ -73,10 +75,11 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
     baseline = commands.last_json(commands.module(
         "models.training.baselines", "--train_data", train_data, "--eval_data", heldout, "--batch_size", str(batch),
         "--batches", str(batches), echo=False))
-    print(f"{os.path.basename(model_dir)} on held-out documents ({batches * batch} examples): "
-          + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float))
-          + f"; context-free baselines on the same targets: unigram perplexity {baseline['unigram_perplexity']:.4g}, "
-          f"most frequent target's accuracy {baseline['most_frequent_accuracy']:.4g}")
+    commands.say(f"{os.path.basename(model_dir)} on held-out documents ({batches * batch} examples): "
+                 + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float))
+                 + "; context-free baselines on the same targets: unigram perplexity "
+                 f"{baseline['unigram_perplexity']:.4g}, most frequent target's accuracy "
+                 f"{baseline['most_frequent_accuracy']:.4g}", sink)
     return {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
 
 
@@ -108,15 +111,16 @@ def convert_minilm(cache_dir: str, runs_dir: str) -> str:
     return model_dir
 
 
-def continued(converted: str, data_dir: str, runs_dir: str, head_steps: int, steps: int, examples: dict) -> dict:
+def continued(converted: str, data_dir: str, runs_dir: str, head_steps: int, steps: int, examples: dict,
+              sink: list | None = None) -> dict:
     """The heads fitted on the frozen converted encoder ("before"), then pretraining continued from them
-    ("after"), both evaluated on the held-out set; returns {"before": ..., "after": ...}."""
+    ("after"), both evaluated on the held-out set; returns {"before": ..., "after": ...}. Output: as `train`."""
     train_data, heldout = pattern(data_dir, "minilm"), pattern(data_dir, "minilm_heldout")
     head_dir, adapted_dir = os.path.join(runs_dir, "minilm_head"), os.path.join(runs_dir, "minilm")
     n = examples["minilm_heldout"]
     before = train(head_dir, train_data, heldout, n, MINILM_BATCH, [
-        "--init_checkpoint", converted, *_flags(head_steps, batch_size=MINILM_BATCH, **HEAD_FLAGS)])
+        "--init_checkpoint", converted, *_flags(head_steps, batch_size=MINILM_BATCH, **HEAD_FLAGS)], sink)
     after = train(adapted_dir, train_data, heldout, n, MINILM_BATCH, [
-        "--init_checkpoint", head_dir, *_flags(steps, batch_size=MINILM_BATCH, **CONTINUED_FLAGS)])
+        "--init_checkpoint", head_dir, *_flags(steps, batch_size=MINILM_BATCH, **CONTINUED_FLAGS)], sink)
     return {"before": {"model_dir": head_dir, **before, "steps": head_steps},
             "after": {"model_dir": adapted_dir, **after, "steps": steps}}
