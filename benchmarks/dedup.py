@@ -23,9 +23,9 @@ pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFl
 leave out the start-up (about 8 of a 1x job's 10 CPU-seconds, and most of the noise on a loaded machine); no
 peak RSS.
 
-`--dask_memory`: the same job, alone and with `--dedup all`, on Beam's Dask runner (one `distributed.LocalCluster` worker
-process with `--dask_threads` threads, a fresh cluster per corpus, `--dask_npartitions 4`) at 1x and `--scale`x
-the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure before it. No worker
+`--dask_memory`: the same job, alone and with `--dedup all`, on Beam's Dask runner (one `distributed.
+LocalCluster` worker process with `--dask_threads` threads, a fresh cluster per run, `--dask_npartitions 4`) at
+1x and `--scale`x the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure before it. No worker
 holds the corpus (only GroupByKeys on band hashes, documents and span keys), so the peak should stay flat.
 
 `--baseline DIR`: another checkout of the project (e.g. `git archive <commit> | tar -x -C DIR`). Its jobs run

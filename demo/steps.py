@@ -51,7 +51,8 @@ def parse_args(argv):
     parser.add_argument("--cache_dir", default=os.path.join(commands.ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS,
-                        help="pretraining steps of bert_tiny, batch 32 (gpt_tiny: two thirds at batch 16, bilm_tiny: a third)")
+                        help="pretraining steps of bert_tiny, batch 32 (gpt_tiny: two thirds at batch 16, "
+                             "bilm_tiny: a third)")
     parser.add_argument("--minilm_steps", type=int, default=100, help="continued-pretraining steps of MiniLM")
     parser.add_argument("--head_steps", type=int, default=50, help="steps fitting MiniLM's heads, encoder frozen")
     parser.add_argument("--senses", default=None, help="sense-labelled sentences (default: WordNet from npm)")
