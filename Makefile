@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # `make test PYTEST_WORKERS=0` runs everything in one process.
 PYTEST_WORKERS ?= 2
 # `make test-under-load`: the same suite beside HOGS busy processes (a shared CI machine, or a laptop doing
-# other work); the tests wait on conditions, not on fixed sleeps, so it must pass all the same, only slower.
+# other work); the tests wait on conditions, not on fixed sleeps, so it should pass all the same, only slower.
 HOGS ?= 2
 
 .PHONY: demo test test-under-load bench clean
