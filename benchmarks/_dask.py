@@ -3,10 +3,14 @@ the Dask runner (`benchmarks.embed`, `benchmarks.dedup`), and the worker's own p
 
 The job runs in a subprocess given `dask_args(address)`; the worker is a process of its own, so its VmHWM
 (the kernel's peak RSS of that process) read through `client.run` after the job is the job's peak memory on
-that worker, start-up included (`worker_peak_kb` before the job gives the idle figure).
+that worker, start-up included (`worker_peak_kb` before the job gives the idle figure). `on_fresh_worker`
+does the three in order.
 """
 
 import contextlib
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 
@@ -35,3 +39,13 @@ def worker_peak_kb() -> int:
 def dask_args(address: str, partitions: int = 4) -> list[str]:
     """The job's runner flags for the cluster at `address`."""
     return ["--runner", DASK_RUNNER, "--dask_client_address", address, "--dask_npartitions", str(partitions)]
+
+
+def on_fresh_worker(threads: int, job: Callable[[list[str]], T]) -> tuple[T, int, int]:
+    """Runs `job(runner flags)` on a fresh one-worker cluster; returns its result and the worker's peak RSS
+    in kB before (idle) and after it."""
+    with dask_worker(threads) as (address, client):
+        idle = max(client.run(worker_peak_kb).values())
+        result = job(dask_args(address))
+        peak = max(client.run(worker_peak_kb).values())
+    return result, idle, peak

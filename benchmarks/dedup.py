@@ -25,8 +25,9 @@ peak RSS.
 
 `--dask_memory`: the same job, alone and with `--dedup all`, on Beam's Dask runner (one `distributed.
 LocalCluster` worker process with `--dask_threads` threads, a fresh cluster per run, `--dask_npartitions 4`) at
-1x and `--scale`x the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure before it. No worker
-holds the corpus (only GroupByKeys on band hashes, documents and span keys), so the peak should stay flat.
+1x and `--scale`x the corpus: the worker's VmHWM (kernel peak RSS) after the job, beside its idle figure
+before it. The stage's own units (a band group, a digest or span group, a document with its edges) do not
+grow with the corpus; what the runner keeps of each stage in the worker's memory does (docs/data.md).
 
 `--baseline DIR`: another checkout of the project (e.g. `git archive <commit> | tar -x -C DIR`). Its jobs run
 with the same interpreter on the same corpora and vocabulary, each right after the same job of this
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Sequence
 
 from benchmarks import _proc
 from preprocessing import near_duplicates
@@ -193,7 +195,7 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
 
 
 def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
-              runner: tuple = ("--runner", "FnApiRunner")) -> list[str]:
+              runner: Sequence[str] = ("--runner", "FnApiRunner")) -> list[str]:
     return ["--model", "bert", "--vocab", vocab, "--max_seq_length", "128", "--dupe_factor", str(dupe_factor),
             "--num_shards", "4", *runner, "--progress_seconds", "0", "--input", pattern, *extra]
 
@@ -201,7 +203,7 @@ def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
 def dask_memory(args, tmp: str) -> dict:
     """The Dask worker's peak RSS running the job alone and with `--dedup all`, at 1x and `args.scale`x the
     corpus, each on a fresh one-worker cluster."""
-    from benchmarks._dask import dask_args, dask_worker, worker_peak_kb
+    from benchmarks._dask import on_fresh_worker
 
     out = {"threads": args.dask_threads}
     vocab = os.path.join(tmp, "mem_vocab.txt")
@@ -212,11 +214,9 @@ def dask_memory(args, tmp: str) -> dict:
             _proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
                               "--runner", "FnApiRunner"])
         for name, extra in (("plain", []), ("dedup", ["--dedup", "all"])):
-            with dask_worker(args.dask_threads) as (address, client):
-                idle = max(client.run(worker_peak_kb).values())
-                target = os.path.join(tmp, f"dask_{name}_{m}x")
-                run = _job(ROOT, _job_args(pattern, vocab, extra, args.dupe_factor, tuple(dask_args(address))), target)
-                peak = max(client.run(worker_peak_kb).values())
+            target = os.path.join(tmp, f"dask_{name}_{m}x")
+            run, idle, peak = on_fresh_worker(args.dask_threads, lambda runner: _job(
+                ROOT, _job_args(pattern, vocab, extra, args.dupe_factor, runner), target))
             meta = json.load(open(os.path.join(target, "metadata.json")))
             out[f"{name}_{m}x"] = {"documents": len(docs), "instances": meta["examples"],
                                    "worker_peak_mb": round(peak / 1024), "worker_idle_mb": round(idle / 1024),

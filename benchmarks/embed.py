@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 from benchmarks import history
-from benchmarks._dask import dask_args, dask_worker, worker_peak_kb
+from benchmarks._dask import on_fresh_worker
 from benchmarks._proc import log_tail, run_tree
 from demo import shared_data
 
@@ -106,11 +106,9 @@ def throughput(tmp, module, full, small, layers, n_full, n_small) -> dict:
 def memory(tmp, module, full, layers) -> dict:
     out = {}
     for threads in (1, 4):
-        with dask_worker(threads) as (address, client):
-            before = max(client.run(worker_peak_kb).values())
-            target = os.path.join(tmp, f"dask_{threads}")
-            measure(embed_cmd(module, full[0], target, layers, dask_args(address)), target + ".log")
-            peak = max(client.run(worker_peak_kb).values())
+        target = os.path.join(tmp, f"dask_{threads}")
+        _, before, peak = on_fresh_worker(
+            threads, lambda runner: measure(embed_cmd(module, full[0], target, layers, runner), target + ".log"))
         meta = json.load(open(os.path.join(target, "metadata.json")))
         out[f"threads_{threads}"] = {"worker_peak_mb": peak / 1024, "worker_idle_peak_mb": before / 1024,
                                      "model_loads": meta["model_loads"], "examples": meta["examples"]}
