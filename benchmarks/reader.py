@@ -44,7 +44,7 @@ def make_dynamic(pattern: str, whole_word_mask: bool) -> str:
     for name in metadata["files"]:
         path = os.path.join(directory, name)
         rows = schema.parse(tf.constant(list(tf.data.TFRecordDataset(path).as_numpy_iterator())), static)
-        serialized = schema.serialize({f.name: rows[f.name] for f in dynamic}, dynamic).numpy()
+        serialized = schema.serialize({f.name: rows[f.name] for f in dynamic}, dynamic)
         with tf.io.TFRecordWriter(path) as writer:
             for row in serialized:
                 writer.write(row)

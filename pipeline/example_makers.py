@@ -154,7 +154,7 @@ class MakeExamples(SetupDoFn):
         yield {**writer.summary(), "num_shards": num_shards, "counters": dict(Counts(counts).report(NAMESPACE))}
 
     def _emit(self, batch: dict, counts) -> list[bytes]:
-        serialized = self._schema.serialize(batch, self._features).numpy().tolist()
+        serialized = self._schema.serialize(batch, self._features)
         counts["instances"] += len(serialized)
         return serialized
 

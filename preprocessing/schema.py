@@ -6,14 +6,15 @@ other BERT trainers and files written by `create_pretraining_data.py` train here
 masked-LM features are absent (the reader masks). Models read the TF-Hub text names (`input_word_ids`,
 `input_mask`, `input_type_ids`); `model_inputs` is the only mapping between the two.
 
-Serialization is batched in TF: `tf.io.encode_proto` writes each feature's value list (the varints), and
-the wrapping messages (Feature, map entry, Features, Example) are joined around them with their length
-prefixes. The bytes equal `tf.train.Example.SerializeToString(deterministic=True)`; it is about 8x faster
-than building protos in Python and 2x faster than nesting `encode_proto` calls.
+Serialization is batched in numpy (`serialize`): every row of a batch has the same fields in the same
+order, so the whole batch is encoded as one byte matrix and cut into rows. The bytes equal
+`tf.train.Example.SerializeToString(deterministic=True)`; it is about 4x faster than the TF string ops
+(`tf.io.encode_proto` and `tf.strings.join`) it replaces and 30x faster than building protos in Python.
 """
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 SCHEMA_VERSION = 1
@@ -65,12 +66,42 @@ def describe(features: tuple[Feature, ...]) -> dict:
 
 
 # --- encoding -------------------------------------------------------------------------------------------
+#
+# An Example is `0a len(Features) Features`; Features is one map entry per feature, in name order:
+# `0a len(entry) [0a len(name) name 12 len(Feature) Feature]`; a Feature is `tag len(list) list` with the
+# value-list message `0a len(values) values` (int64 varints and float32s packed; strings one
+# `0a len(s) s` each). Every field of a batch's rows has the same layout; only the varint lengths differ.
+# So each row is built as a row of a byte matrix, segment by segment (`_Row`), with a mask of the bytes that
+# are real, and all rows are cut out of the masked matrix at once: numpy over the whole batch, no Python
+# per value (per row for strings only).
 
-# value-list message and the Feature field (tag byte) that holds it
-_LIST_TYPES = {tf.int64: ("tensorflow.Int64List", b"\x1a"),
-               tf.float32: ("tensorflow.FloatList", b"\x12"),
-               tf.string: ("tensorflow.BytesList", b"\x0a")}
-_VARINT_LIMIT = 1 << 16  # field lengths: an example up to 64 KB
+# Feature field (tag byte) of each value-list type
+_LIST_TAGS = {tf.int64: 0x1a, tf.float32: 0x12, tf.string: 0x0a}
+
+
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """`[N, K]` integers -> their varints as `[N, K * B]` uint8 bytes, a mask of the real ones (None: all
+    are) and each row's count of real bytes `[N]` (B: the longest varint of the batch; negative values take
+    10 bytes, as in protobuf)."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "iu":  # bools, integral floats
+        v = v.astype(np.int64)
+    n, k = v.shape
+    if v.size and 0 <= v.min() and v.max() < _TABLE_SIZE:  # token ids, positions, labels: table lookups
+        if v.max() < 0x80:  # one byte each
+            return v.astype(np.uint8), None, np.full(n, k)
+        data = np.take(_TABLE, v).view(np.uint8).reshape(n, k * 4)  # [N, K * 4] (up to 3 used)
+        real = np.take(_REAL, v).view(bool).reshape(n, k * 4)
+        return data, real, np.take(_SIZES, v).sum(axis=1, dtype=np.int64)
+    v = np.ascontiguousarray(v, np.int64).view(np.uint64)  # [N, K]
+    b = max(1, -(-int(np.max(v, initial=0)).bit_length() // 7))
+    shifts = np.arange(0, 7 * b, 7, dtype=np.uint64)  # [B]
+    sizes = 1 + np.sum(v[..., None] >= (np.uint64(1) << shifts[1:]), axis=-1)  # [N, K]
+    more = np.arange(b) < (sizes[..., None] - 1)  # [N, K, B] continuation bit
+    data = (((v[..., None] >> shifts) & np.uint64(0x7F)) | (more.astype(np.uint64) << np.uint64(7)))
+    data = data.astype(np.uint8)
+    real = np.arange(b, dtype=np.uint8) < sizes[..., None]  # [N, K, B]
+    return data.reshape(n, -1), real.reshape(n, -1), sizes.sum(axis=1, dtype=np.int64)
 
 
 def _varint_bytes(i: int) -> bytes:
@@ -81,53 +112,95 @@ def _varint_bytes(i: int) -> bytes:
     return bytes(out + bytes([i]))
 
 
-_VARINTS = None
+def _varint_tables(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the values `0..size-1` (at most 3 varint bytes each): the varint's bytes in a little-endian
+    uint32, which of those 4 bytes are real (0x01 each), and how many."""
+    i = np.arange(size, dtype=np.uint32)  # [size]
+    sizes = 1 + (i >= 1 << 7).astype(np.uint32) + (i >= 1 << 14)
+    table, real = np.zeros(size, "<u4"), np.zeros(size, "<u4")
+    for j in range(3):
+        byte = ((i >> (7 * j)) & 0x7F) | ((sizes > j + 1).astype(np.uint32) << 7)  # continuation bit
+        table |= np.where(sizes > j, byte, 0) << (8 * j)
+        real |= (sizes > j).astype(np.uint32) << (8 * j)
+    return table, real, sizes.astype(np.uint8)
 
 
-def _varint(n: tf.Tensor) -> tf.Tensor:
-    """`[N]` lengths -> `[N]` protobuf varint encodings, by table lookup."""
-    global _VARINTS
-    if _VARINTS is None:
-        with tf.init_scope():  # one eager constant, captured by every trace
-            _VARINTS = tf.constant([_varint_bytes(i) for i in range(_VARINT_LIMIT)])
-    tf.debugging.assert_less(n, _VARINT_LIMIT, "a serialized example over 64 KB")
-    return tf.gather(_VARINTS, n)
+_TABLE_SIZE = 1 << 16
+_TABLE, _REAL, _SIZES = _varint_tables(_TABLE_SIZE)
 
 
-def _with_length(tag: bytes, body: tf.Tensor) -> tf.Tensor:
-    """A length-delimited field: tag, varint length, body."""
-    return tf.strings.join([tag, _varint(tf.strings.length(body)), body])
+class _Row:
+    """Segments of one row layout over a batch: byte blocks `[N, W]`, masks of their real bytes (None: all
+    real) and the running count of real bytes per row."""
+
+    def __init__(self, n: int):
+        self.n, self.data, self.real, self.size = n, [], [], np.zeros(n, np.int64)
+
+    def const(self, raw: bytes) -> "_Row":
+        return self.block(np.broadcast_to(np.frombuffer(raw, np.uint8), (self.n, len(raw))))
+
+    def block(self, data: np.ndarray, real: np.ndarray | None = None, size: np.ndarray | None = None) -> "_Row":
+        """`real` None: every byte is real; `size`: the real bytes per row (counted from `real` if None)."""
+        self.data.append(data)
+        self.real.append(real)
+        self.size = self.size + (data.shape[1] if real is None else
+                                 real.sum(axis=1, dtype=np.int64) if size is None else size)
+        return self
+
+    def varint(self, lengths: np.ndarray) -> "_Row":
+        return self.block(*_varints(lengths[:, None]))
+
+    def extend(self, other: "_Row") -> "_Row":
+        self.data += other.data
+        self.real += other.real
+        self.size = self.size + other.size
+        return self
+
+    def field(self, tag: int) -> "_Row":
+        """This row as the body of a length-delimited field: `tag len body`."""
+        return _Row(self.n).const(bytes([tag])).varint(self.size).extend(self)
+
+    def rows(self) -> list[bytes]:
+        data = np.concatenate(self.data, axis=1)  # [N, W]
+        if all(real is None for real in self.real):
+            flat = data.tobytes()
+        else:
+            real = np.concatenate([np.ones(d.shape, bool) if r is None else r
+                                   for d, r in zip(self.data, self.real)], axis=1)  # [N, W]
+            flat = data[real].tobytes()
+        ends = np.cumsum(self.size).tolist()
+        return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
-def _encode(columns: tuple, names: tuple, dtypes: tuple) -> tf.Tensor:
-    n = tf.shape(columns[0])[0]
-    entries = []
-    for name, dtype, values in zip(names, dtypes, columns):
-        list_type, tag = _LIST_TYPES[dtype]
-        sizes = tf.fill(tf.stack([n, 1]), tf.shape(values)[1])
-        value_list = tf.io.encode_proto(sizes, [values], ["value"], list_type)  # [N]
-        feature = _with_length(tag, value_list)
-        key = name.encode()
-        entry = tf.strings.join([b"\x0a" + bytes([len(key)]) + key, _with_length(b"\x12", feature)])
-        entries.append(_with_length(b"\x0a", entry))  # Features.feature map entry
-    return _with_length(b"\x0a", tf.strings.join(entries))  # Example.features
+def _strings(column: np.ndarray) -> _Row:
+    """`[N, K]` strings -> the rows' packed `0a len(s) s` values, a ragged block padded to the longest."""
+    rows = []
+    for row in column:
+        values = [v.encode() if isinstance(v, str) else bytes(v) for v in row]
+        rows.append(b"".join(bytes([0x0a]) + _varint_bytes(len(v)) + v for v in values))
+    lengths = np.array([len(r) for r in rows], np.int64)
+    width = int(lengths.max(initial=0))
+    data = np.zeros((len(rows), width), np.uint8)
+    real = np.arange(width)[None, :] < lengths[:, None]
+    data[real] = np.frombuffer(b"".join(rows), np.uint8)
+    return _Row(len(rows)).block(data, real)
 
 
-_ENCODERS: dict = {}
+def _values(column: np.ndarray, dtype: tf.DType) -> _Row:
+    """A feature's `[N, K]` values -> its value-list message `0a len(values) values` per row."""
+    n = column.shape[0]
+    if dtype == tf.string:
+        return _strings(column)  # not packed: one field per value
+    if dtype == tf.float32:
+        packed = _Row(n).block(np.ascontiguousarray(column, "<f4").view(np.uint8).reshape(n, -1))
+    else:
+        packed = _Row(n).block(*_varints(column))  # [N, K * B]
+    return packed.field(0x0a)
 
 
-def _encoder(features: tuple[Feature, ...]):
-    """One traced function per schema (fixed signature: a single trace, no autograph)."""
-    if features not in _ENCODERS:
-        names, dtypes = tuple(f.name for f in features), tuple(f.dtype for f in features)
-        signature = [tf.TensorSpec([None, f.length], f.dtype) for f in features]
-        _ENCODERS[features] = tf.function(lambda *columns: _encode(columns, names, dtypes),
-                                          input_signature=signature, autograph=False)
-    return _ENCODERS[features]
-
-
-def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
-    """Dict of `[N, length]` arrays (every feature of the schema) -> `[N]` serialized `tf.train.Example`s."""
+def serialize(batch: dict, features: tuple[Feature, ...]) -> list[bytes]:
+    """Dict of `[N, length]` arrays or tensors (every feature of the schema) -> `N` serialized
+    `tf.train.Example`s, equal to `SerializeToString(deterministic=True)` of the same protos."""
     missing = {f.name for f in features} - set(batch)
     if missing:
         raise KeyError(f"batch lacks features {sorted(missing)}")
@@ -136,11 +209,20 @@ def serialize(batch: dict, features: tuple[Feature, ...]) -> tf.Tensor:
         raise ValueError("feature names are limited to 127 bytes")
     columns = []
     for f in ordered:
-        column = tf.convert_to_tensor(batch[f.name])
-        if column.shape.rank != 2 or column.shape[1] != f.length:
+        column = np.asarray(batch[f.name])
+        if column.ndim != 2 or column.shape[1] != f.length:
             raise ValueError(f"feature {f.name}: expected shape [N, {f.length}], got {column.shape}")
-        columns.append(column if f.dtype == tf.string else tf.cast(column, f.dtype))
-    return _encoder(tuple(ordered))(*columns)
+        columns.append(column)
+    n = columns[0].shape[0]
+    if n == 0:
+        return []
+    entries = _Row(n)
+    for f, column in zip(ordered, columns):
+        key = f.name.encode()
+        feature = _values(column, f.dtype).field(_LIST_TAGS[f.dtype])
+        entry = _Row(n).const(bytes([0x0a, len(key)]) + key).extend(feature.field(0x12))
+        entries.extend(entry.field(0x0a))  # one Features.feature map entry
+    return entries.field(0x0a).rows()  # Example.features
 
 
 def parse(serialized: tf.Tensor, features: tuple[Feature, ...]) -> dict[str, tf.Tensor]:

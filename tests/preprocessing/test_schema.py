@@ -40,18 +40,34 @@ def test_google_research_names_dtypes_and_shapes():
 def test_serialize_equals_python_protos_and_parses_back():
     features = schema.bert_features(8, 3)
     batch = bert_batch()
-    serialized = schema.serialize(batch, features).numpy()
+    serialized = schema.serialize(batch, features)
     assert [s for s in serialized] == [python_example(batch, features, i) for i in range(3)]
     parsed = schema.parse(tf.constant(serialized), features)
     for name, values in batch.items():
         np.testing.assert_array_equal(parsed[name].numpy(), values)
 
 
+def test_every_varint_width_negatives_and_casts_equal_python_protos():
+    """Values of 1 to 10 varint bytes (the table's range and the general path), negatives (10 bytes), bools
+    and integral floats for int64 features, ints for float32 ones."""
+    features = schema.bert_features(12, 3)
+    batch = bert_batch(n=4, length=12)
+    edges = [0, 127, 128, 16383, 16384, 65535, 65536, 2**21, 2**35, 2**63 - 1, -1, -2**63]
+    batch["input_ids"] = np.array([edges, edges[::-1], np.arange(12) * 5000, np.full(12, 300)])
+    batch["input_mask"] = batch["input_mask"].astype(bool)
+    batch["segment_ids"] = batch["segment_ids"].astype(np.float64)
+    batch["masked_lm_weights"] = np.ones((4, 3), np.int64)
+    expected = [python_example({k: np.asarray(v).astype(np.float32 if k == "masked_lm_weights" else np.int64)
+                                for k, v in batch.items()}, features, i) for i in range(4)]
+    assert schema.serialize(batch, features) == expected
+    assert schema.serialize({k: v[:0] for k, v in batch.items()}, features) == []
+
+
 def test_strings_round_trip():
     features = schema.bilm_features(2)
     batch = {"tokens": np.array([[b"<S>", b"caf\xc3\xa9", b"b", b"</S>"]], dtype=object),
              "token_ids": np.array([[101, 5, 6, 102]])}
-    serialized = schema.serialize(batch, features).numpy()
+    serialized = schema.serialize(batch, features)
     assert serialized[0] == python_example(batch, features, 0)
     assert schema.parse(tf.constant(serialized), features)["tokens"].numpy().tolist() == batch["tokens"].tolist()
 
