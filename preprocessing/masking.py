@@ -18,6 +18,7 @@ Shapes are static: `[N, L]` in, `[N, L]` and `[N, P]` out.
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from preprocessing import stable_random
@@ -75,7 +76,7 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
     length = ids.shape[1]
     p = config.max_predictions_per_seq
     real = tf.cast(input_mask, tf.bool)
-    special = _isin(ids, vocab.special_ids)
+    special = _isin(ids, vocab.special_ids, vocab.size)
     candidate = real & ~special  # [N, L]
     n_tokens = tf.reduce_sum(tf.cast(real, tf.float32), axis=1)  # [N]
     to_predict = tf.cast(tf.minimum(float(p), tf.maximum(1.0, tf.round(n_tokens * config.masked_lm_prob))),
@@ -84,12 +85,12 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
     keys = stable_random.uniform(row_seeds, 0, length, tf.float64)  # [N, L] random visiting order
     if config.whole_word_mask and vocab.continuation_ids:
         follows_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
-        starts = candidate & ~(_isin(ids, vocab.continuation_ids) & follows_candidate)
+        starts = candidate & ~(_isin(ids, vocab.continuation_ids, vocab.size) & follows_candidate)
         chosen = _choose_words(candidate, starts, to_predict, keys)
         order_key = tf.where(chosen, tf.range(length)[tf.newaxis, :], 2 * length)  # [N, L]
         slots = -tf.math.top_k(-order_key, k=min(p, length)).values  # [N, P'] ascending positions
     else:
-        chosen, slots = _choose_tokens(candidate, to_predict, keys, min(p, length))
+        slots = _choose_tokens(candidate, to_predict, keys, min(p, length))
 
     # Predictions sorted by position, padding slots (position 2L) last.
     slots = tf.pad(slots, [[0, 0], [0, p - min(p, length)]], constant_values=2 * length)  # [N, P]
@@ -97,33 +98,41 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
     slots = tf.where(slot_valid, slots, 0)
     originals = tf.gather(ids, slots, batch_dims=1)  # [N, P]
 
-    u = stable_random.uniform(row_seeds, 1, length)  # [N, L]
-    random_ids = tf.cast(stable_random.uniform(row_seeds, 2, length) * vocab.size, tf.int64)  # [N, L]
+    # The chosen positions are the valid slots: their replacements are drawn there only (the values equal
+    # `stable_random.uniform`'s at those positions) and scattered back.
+    u = stable_random.uniform_at(row_seeds, 1, slots)  # [N, P]
+    random_ids = tf.cast(stable_random.uniform_at(row_seeds, 2, slots) * vocab.size, tf.int64)  # [N, P]
     replacement = tf.where(u < config.mask_token_rate, tf.constant(vocab.mask_id, tf.int64),
-                           tf.where(u < config.mask_token_rate + config.random_token_rate, random_ids, ids))
+                           tf.where(u < config.mask_token_rate + config.random_token_rate, random_ids, originals))
+    rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, tf.newaxis], tf.shape(slots))  # [N, P]
+    where = tf.boolean_mask(tf.stack([rows, slots], axis=-1), slot_valid)  # [chosen, 2]
+    masked = tf.tensor_scatter_nd_update(ids, where, tf.boolean_mask(replacement, slot_valid))  # [N, L]
     return {
-        "input_ids": tf.where(chosen, replacement, ids),
+        "input_ids": masked,
         "masked_lm_positions": tf.where(slot_valid, tf.cast(slots, tf.int64), 0),
         "masked_lm_ids": tf.where(slot_valid, originals, 0),
         "masked_lm_weights": tf.cast(slot_valid, tf.float32),
     }
 
 
-def _isin(ids: tf.Tensor, values: tuple[int, ...]) -> tf.Tensor:
-    return tf.reduce_any(ids[..., tf.newaxis] == tf.constant(list(values), ids.dtype), axis=-1)
+def _isin(ids: tf.Tensor, values: tuple[int, ...], size: int) -> tf.Tensor:
+    """`[N, L]` bool: which ids are among `values` (ids in `[0, size)`), by a lookup in a `[size + 1]` table
+    (thousands of `##` ids cost no more than five special ones); ids outside the vocabulary are not."""
+    table = np.zeros(size + 1, bool)
+    table[list(values)] = True
+    inside = (ids >= 0) & (ids < size)
+    return tf.gather(tf.constant(table), tf.where(inside, ids, size))
 
 
 def _choose_tokens(candidate, to_predict, keys, k):
-    """The `to_predict` candidates with the smallest keys (each token its own word): the `[N, L]` mask and
-    the chosen positions `[N, k]`, ascending, padded with `2L`."""
+    """The `to_predict` candidates with the smallest keys (each token its own word): their positions
+    `[N, k]`, ascending, padded with `2L`."""
     length = candidate.shape[1]
     keys = tf.where(candidate, keys, 2.0)  # [N, L]
     smallest = tf.math.top_k(-keys, k=k)  # [N, k] by ascending key
     rank_ok = tf.range(k)[tf.newaxis, :] < to_predict[:, tf.newaxis]  # [N, k]
     taken = rank_ok & (smallest.values > -2.0)  # [N, k] real candidates among the first to_predict
-    slots = tf.sort(tf.where(taken, smallest.indices, 2 * length), axis=1)  # [N, k] ascending
-    kth = tf.reduce_max(tf.where(taken, -smallest.values, -1.0), axis=1, keepdims=True)  # [N, 1]
-    return candidate & (keys <= kth), slots
+    return tf.sort(tf.where(taken, smallest.indices, 2 * length), axis=1)  # [N, k] ascending
 
 
 def _choose_words(candidate, starts, to_predict, keys):

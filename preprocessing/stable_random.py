@@ -59,11 +59,33 @@ def uniform(row_seeds: tf.Tensor, stream: int, length: int, dtype="float32") -> 
     """
     import tensorflow as tf
 
-    dtype = tf.as_dtype(dtype)
-    seeds = tf.bitcast(tf.cast(row_seeds, tf.int64), tf.uint64)  # [N]
     counters = tf.range(length, dtype=tf.int64) + tf.constant(stream, tf.int64) * (1 << 32)  # [L]
     counters = _mix(tf.bitcast(counters, tf.uint64))  # [L]
-    keys = _mix(tf.bitwise.bitwise_xor(_mix(seeds)[:, tf.newaxis], counters[tf.newaxis, :]))  # [N, L]
+    return _uniforms(_mix(_seeds(row_seeds))[:, tf.newaxis], counters[tf.newaxis, :], dtype)  # [N, L]
+
+
+def uniform_at(row_seeds: tf.Tensor, stream: int, positions: tf.Tensor, dtype="float32") -> tf.Tensor:
+    """`uniform`'s values at `[N, K]` positions only: `uniform_at(s, k, p)[i, j] == uniform(s, k, L)[i, p[i, j]]`
+    for positions in `[0, L)` (for work that needs a few positions of long rows)."""
+    import tensorflow as tf
+
+    counters = tf.cast(positions, tf.int64) + tf.constant(stream, tf.int64) * (1 << 32)  # [N, K]
+    counters = _mix(tf.bitcast(counters, tf.uint64))  # [N, K]
+    return _uniforms(_mix(_seeds(row_seeds))[:, tf.newaxis], counters, dtype)  # [N, K]
+
+
+def _seeds(row_seeds: tf.Tensor) -> tf.Tensor:
+    import tensorflow as tf
+
+    return tf.bitcast(tf.cast(row_seeds, tf.int64), tf.uint64)  # [N]
+
+
+def _uniforms(mixed_seeds: tf.Tensor, mixed_counters: tf.Tensor, dtype) -> tf.Tensor:
+    """Mixed seeds and counters (broadcasting) -> uniforms in [0, 1) of `dtype`."""
+    import tensorflow as tf
+
+    dtype = tf.as_dtype(dtype)
+    keys = _mix(tf.bitwise.bitwise_xor(mixed_seeds, mixed_counters))
     bits = 53 if dtype == tf.float64 else 24
     top = tf.cast(tf.bitwise.right_shift(keys, tf.constant(64 - bits, tf.uint64)), dtype)
     return top * (1.0 / (1 << bits))
