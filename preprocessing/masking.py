@@ -104,9 +104,11 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, row_seeds: tf.Tenso
     random_ids = tf.cast(stable_random.uniform_at(row_seeds, 2, slots) * vocab.size, tf.int64)  # [N, P]
     replacement = tf.where(u < config.mask_token_rate, tf.constant(vocab.mask_id, tf.int64),
                            tf.where(u < config.mask_token_rate + config.random_token_rate, random_ids, originals))
-    rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, tf.newaxis], tf.shape(slots))  # [N, P]
-    where = tf.boolean_mask(tf.stack([rows, slots], axis=-1), slot_valid)  # [chosen, 2]
-    masked = tf.tensor_scatter_nd_update(ids, where, tf.boolean_mask(replacement, slot_valid))  # [N, L]
+    n = tf.shape(ids)[0]
+    flat = tf.where(slot_valid, slots + tf.range(n)[:, tf.newaxis] * length, n * length)  # [N, P]; padding: a spare
+    masked = tf.tensor_scatter_nd_update(tf.concat([tf.reshape(ids, [-1]), [0]], 0), flat[..., tf.newaxis],
+                                         replacement)  # [N * L + 1]
+    masked = tf.reshape(masked[:-1], [n, length])  # [N, L]
     return {
         "input_ids": masked,
         "masked_lm_positions": tf.where(slot_valid, tf.cast(slots, tf.int64), 0),
