@@ -84,18 +84,18 @@ def _trim(tokens: np.ndarray, keep: int, rng: random.Random) -> np.ndarray:
     removed = len(tokens) - keep
     if removed <= 0:
         return tokens
-    front = bin(rng.getrandbits(removed)).count("1")  # Binomial(removed, 0.5): each cut front or back
+    front = rng.getrandbits(removed).bit_count()  # Binomial(removed, 0.5): each cut front or back
     return tokens[front:front + keep]
 
 
-def _random_span(others: Sequence[Document], target: int, rng: random.Random) -> np.ndarray:
-    document = others[rng.randrange(len(others))]
-    bounds = document.bounds
-    start = rng.randrange(len(bounds) - 1)
+def _random_span(others: Sequence[Document], target: int, below) -> np.ndarray:
+    ids, bounds = others[below(len(others))]
+    last = len(bounds) - 1
+    start = below(last)
     end = start + 1  # sentences start..end-1, the first that reaches the target included
-    while end < len(bounds) - 1 and bounds[end] - bounds[start] < target:
+    while end < last and bounds[end] - bounds[start] < target:
         end += 1
-    return document.ids[bounds[start]:bounds[end]]
+    return ids[bounds[start]:bounds[end]]
 
 
 def sentence_pairs(document: Document, others: Sequence[Document], config: PairConfig,
@@ -108,22 +108,27 @@ def sentence_pairs(document: Document, others: Sequence[Document], config: PairC
         then every pair is a true continuation and one-sentence chunks are dropped).
       rng: the pass's generator (the Beam job seeds it from `(seed, document id, pass)`).
     """
+    # `rng.randint(a, b)` and `rng.randrange(n)` are `a + rng._randbelow(b - a + 1)` and `rng._randbelow(n)`
+    # in CPython: called directly (always with a positive bound), they make the same draws without the
+    # argument checks, which cost as much as the rest of a pair.
+    below = rng._randbelow
     max_tokens = config.max_seq_length - 3
     target = max_tokens
     if rng.random() < config.short_seq_prob:
-        target = rng.randint(2, max_tokens)
+        target = 2 + below(max_tokens - 1)  # randint(2, max_tokens)
     ids, bounds = document
     n_sentences = len(bounds) - 1
+    random_next_prob = config.random_next_prob
     instances, first, i = [], 0, 0  # the chunk is sentences first..i
     while i < n_sentences:
         if i == n_sentences - 1 or bounds[i + 1] - bounds[first] >= target:
             n_chunk = i + 1 - first
-            a_end = first + (rng.randint(1, n_chunk - 1) if n_chunk >= 2 else 1)
+            a_end = first + (1 + below(n_chunk - 1) if n_chunk >= 2 else 1)  # randint(1, n_chunk - 1)
             tokens_a = ids[bounds[first]:bounds[a_end]]
-            random_next = bool(others) and (n_chunk == 1 or rng.random() < config.random_next_prob)
+            random_next = bool(others) and (n_chunk == 1 or rng.random() < random_next_prob)
             tokens_b = None
             if random_next:
-                tokens_b = _random_span(others, target - len(tokens_a), rng)
+                tokens_b = _random_span(others, target - len(tokens_a), below)
                 i = a_end - 1  # put the unused sentences back
             elif n_chunk >= 2:
                 tokens_b = ids[bounds[a_end]:bounds[i + 1]]
