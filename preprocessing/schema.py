@@ -8,8 +8,9 @@ masked-LM features are absent (the reader masks). Models read the TF-Hub text na
 
 Serialization is batched in numpy (`serialize`): every row of a batch has the same fields in the same
 order, so the whole batch is encoded as one byte matrix and cut into rows. The bytes equal
-`tf.train.Example.SerializeToString(deterministic=True)`; it is about 4x faster than the TF string ops
-(`tf.io.encode_proto` and `tf.strings.join`) it replaces and 30x faster than building protos in Python.
+`tf.train.Example.SerializeToString(deterministic=True)`. In the BERT data job it takes about 5 us a row,
+against about 11.7 for the TF string ops (`tf.io.encode_proto`, `tf.strings.join`) it replaced
+(`benchmarks.data_stages`).
 """
 
 import dataclasses

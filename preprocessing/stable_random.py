@@ -7,7 +7,7 @@ give byte-identical output whatever the runner, the number of workers, the bundl
 `stable_hash` (Python, BLAKE2b) seeds per-document `random.Random` generators and names keys; `stable_fraction`
 turns it into a number in [0, 1) for deterministic splits and choices; `uniform` (TF, SplitMix64 finalizer) gives
 per-row, per-position uniforms from per-row seeds, so a batch's values do not depend on how rows were
-batched together. TensorFlow is imported by `uniform` only: the jobs that need hashes alone (cleaning,
+batched together (`uniform_at`: the same values at chosen positions only). TensorFlow is imported by `uniform` only: the jobs that need hashes alone (cleaning,
 bucketing) start without it.
 """
 
