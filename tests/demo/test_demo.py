@@ -165,6 +165,7 @@ def _small_senses(tmp_path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)  # about 9 minutes on a quiet 2-core machine, 2-3x that beside busy processes
 def test_demo_end_to_end_without_shared_data_then_a_rerun_reuses_every_step(tmp_path):
     (tmp_path / "empty_shared").mkdir()
     out = tmp_path / "demo"
