@@ -26,7 +26,6 @@ and microseconds per instance per stage, and instances per CPU-second of the sta
 
 import argparse
 import collections
-import math
 import os
 import shutil
 import sys
@@ -36,6 +35,7 @@ import time
 from benchmarks import pretraining_data as bench
 from demo import shared_data
 
+DOCS_PER_BUCKET = 500  # the job's --docs_per_bucket default
 STAGES = ("read", "tokenize", "hash", "pair", "pack", "mask", "serialize", "write", "other")
 
 
@@ -53,19 +53,6 @@ class Clock:
         def timed(*args, **kwargs):
             with self(stage):
                 return fn(*args, **kwargs)
-        return timed
-
-    def wrap_iter(self, stage: str, fn):
-        """For generators: the time of producing each item is charged to `stage`."""
-        def timed(*args, **kwargs):
-            items = iter(fn(*args, **kwargs))
-            while True:
-                with self(stage):
-                    try:
-                        item = next(items)
-                    except StopIteration:
-                        return
-                yield item
         return timed
 
 
@@ -88,14 +75,13 @@ class _Span:
 def instrument(clock: Clock) -> None:
     """Routes the job's functions through `clock` (module attributes, so the DoFns' own lookups find them)."""
     from pipeline import example_makers, shard_writer
-    from preprocessing import schema, sentence_pairs, stable_random
+    from preprocessing import sentence_pairs, stable_random
 
     stable_random.stable_hash = clock.wrap("hash", stable_random.stable_hash)
     sentence_pairs.sentence_pairs = clock.wrap("pair", sentence_pairs.sentence_pairs)
     sentence_pairs.pack = clock.wrap("pack", sentence_pairs.pack)
-    schema.serialize = clock.wrap("serialize", schema.serialize)
-    emit = example_makers.MakeExamples._emit
-    example_makers.MakeExamples._emit = lambda self, *a: clock.wrap("serialize", emit)(self, *a)
+    # `_emit` serializes a chunk (`schema.serialize`) and lists its bytes
+    example_makers.MakeExamples._emit = clock.wrap("serialize", example_makers.MakeExamples._emit)
     for name in ("__enter__", "write_all", "__exit__"):
         setattr(shard_writer.ShardWriter, name, clock.wrap("write", getattr(shard_writer.ShardWriter, name)))
 
@@ -105,6 +91,7 @@ def run_stages(corpus: str, vocab_path: str, dupe_factor: int, output_dir: str, 
     """The job's stages on `corpus` (timed when `clock` is given): instances, records, documents."""
     from pipeline import buckets, example_makers
     from pipeline.documents import ReadDocuments
+    from pipeline.pretraining_data import _BATCH_DOCUMENTS
     from preprocessing.vocabulary import Vocabulary
 
     vocab = Vocabulary.from_file(vocab_path)
@@ -122,10 +109,10 @@ def run_stages(corpus: str, vocab_path: str, dupe_factor: int, output_dir: str, 
         documents = [d for d in ReadDocuments().process((0, corpus)) if isinstance(d, tuple)]
     documents = documents[:max_documents]
     tokenized = []
-    for start in range(0, len(documents), 256):
+    for start in range(0, len(documents), _BATCH_DOCUMENTS):
         with clock("tokenize"):
-            tokenized += list(tokenize.process(documents[start:start + 256]))
-    n = buckets.bucket_count(len(tokenized), 0, 500)
+            tokenized += list(tokenize.process(documents[start:start + _BATCH_DOCUMENTS]))
+    n = buckets.bucket_count(len(tokenized), 0, DOCS_PER_BUCKET)
     grouped = collections.defaultdict(list)
     for doc_id, document in tokenized:
         grouped[buckets.bucket_of(config.seed, doc_id, n)].append((doc_id, document))
@@ -137,10 +124,10 @@ def run_stages(corpus: str, vocab_path: str, dupe_factor: int, output_dir: str, 
             "records": sum(s["examples"] for s in summaries), "documents": len(tokenized), "buckets": n}
 
 
-def warm_up(corpus: str, vocab: str, dupe_factor: int, tmp: str) -> None:
+def warm_up(documents: list[list[str]], vocab: str, dupe_factor: int, tmp: str) -> None:
     """Builds and traces everything on the corpus's first 40 lines (the set-up is not marginal work)."""
     small = os.path.join(tmp, "first_lines.txt.gz")
-    bench.write_corpus(small, bench.first_lines(bench.read_documents(corpus)))
+    bench.write_corpus(small, bench.first_lines(documents))
     run_stages(small, vocab, dupe_factor, os.path.join(tmp, "warm"), None)
 
 
@@ -167,11 +154,11 @@ def main(argv=None) -> None:
 
     tmp = tempfile.mkdtemp(prefix="data_stages_")
     try:
-        corpus = args.corpus
+        corpus, documents = args.corpus, bench.read_documents(args.corpus)
         if args.copies > 1:
             corpus = os.path.join(tmp, f"corpus_x{args.copies}.txt.gz")
-            bench.write_corpus(corpus, bench.read_documents(args.corpus), copies=args.copies)
-        warm_up(args.corpus, args.vocab, args.dupe_factor, tmp)
+            bench.write_corpus(corpus, documents, copies=args.copies)
+        warm_up(documents, args.vocab, args.dupe_factor, tmp)
         clock = Clock()
         instrument(clock)
         out = run_stages(corpus, args.vocab, args.dupe_factor, os.path.join(tmp, "out"), clock, args.max_documents)

@@ -77,17 +77,10 @@ def baseline_root(baseline: str, tmp: str) -> str:
     return root
 
 
-def commit_of(root: str) -> str:
-    try:
-        return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--baseline", required=True, metavar="DIR", help="another checkout of the project")
+    parser.add_argument("--baseline", required=True, metavar="COMMIT|DIR",
+                        help="a commit of this repository, or another checkout's directory")
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))
     parser.add_argument("--vocab", default=shared_data.path("vocab", "bert_uncased_vocab.txt"))
     parser.add_argument("--copies", type=int, default=3)
@@ -102,7 +95,9 @@ def main(argv=None) -> int:
         roots = {"this": ROOT, "baseline": baseline_root(args.baseline, tmp)}
         commit, dirty = history.git_commit()
         commits = {"this": commit + ("+changes" if dirty else ""),
-                   "baseline": commit_of(roots["baseline"]) if os.path.isdir(args.baseline) else args.baseline}
+                   "baseline": history.git_commit(roots["baseline"])[0] if os.path.isdir(args.baseline)
+                   else subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", args.baseline],
+                                       capture_output=True, text=True).stdout.strip() or args.baseline}
         documents = bench.read_documents(args.corpus)
         workload = os.path.join(tmp, "workload.txt.gz")
         bench.write_corpus(workload, documents, copies=args.copies)

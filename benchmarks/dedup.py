@@ -39,7 +39,6 @@ to `benchmarks/dedup_results.jsonl` and prints the change against the last run o
 
 import argparse
 import collections
-import contextlib
 import json
 import os
 import random
@@ -50,7 +49,7 @@ import tempfile
 import time
 from typing import Sequence
 
-from benchmarks import _proc
+from benchmarks import _proc, history
 from preprocessing import near_duplicates
 
 RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
@@ -266,20 +265,9 @@ def _jobs_in_one_process(root: str, jobs: list, out: str) -> list[tuple]:
     return [(line["name"], line["m"], {"cpu_s": line["cpu_s"]}) for line in lines]
 
 
-def _commit(root: str) -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=root).stdout.strip()
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    return ""
-
-
 def record(figures: dict) -> None:
     """Appends to the results file and prints the change against the last run on the same CPU model."""
-    entry = {"commit": _commit(ROOT), "cpu": _cpu_model(), "cpus": os.cpu_count(),
+    entry = {"commit": history.git_commit(ROOT)[0], "cpu": history.cpu_model(), "cpus": os.cpu_count(),
              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
     last = None
     if os.path.exists(RESULTS):
@@ -322,7 +310,7 @@ def main(argv=None) -> dict:
             figures["dask_memory"] = dask_memory(args, tmp)
             print(json.dumps(figures["dask_memory"]), flush=True)
     if args.baseline:
-        figures["baseline"] = {"path": roots[1], "commit": _commit(roots[1]), "quality": scores[1]}
+        figures["baseline"] = {"path": roots[1], "commit": history.git_commit(roots[1])[0], "quality": scores[1]}
         if not args.skip_cost:
             figures["baseline"]["cost"] = costs[1]
         print("baseline:", json.dumps(figures["baseline"]), flush=True)

@@ -130,9 +130,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def git_commit() -> tuple[str, bool]:
-    """(short commit of the checkout, whether tracked files differ from it); ("unknown", False) outside git."""
-    root = os.path.dirname(RESULTS_DIR.rstrip(os.sep))
+def git_commit(root: str | None = None) -> tuple[str, bool]:
+    """(short commit of the checkout at `root` (default: this one), whether tracked files differ from it);
+    ("unknown", False) outside git."""
+    root = root or os.path.dirname(RESULTS_DIR.rstrip(os.sep))
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
