@@ -58,7 +58,7 @@ def _finish(gathered, output_dir: str, files: list[str], heldout: list[str], job
 
 
 def build_pipeline(p, args, files: list[str], heldout: list[str]) -> None:
-    config = clean_report.clean_config(args)
+    config = clean_report.with_key_ranges(clean_report.clean_config(args), files + heldout)
     read = p | "Files" >> beam.Create(list(enumerate(files))) | "ReadDocuments" >> beam.ParDo(ReadDocuments())
     docs, read_counts = split_counts(read, "Read")
     held = read_heldout(p, heldout) if heldout else None

@@ -6,13 +6,14 @@ reads), and summed up in one line for the job's summary. Flags left off keep a j
 `metadata.json`) exactly as without this module.
 """
 
+import dataclasses
 import json
 
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import corpus_io
 from pipeline.cleaning import CleanConfig
-from preprocessing import dedup_config, text_filters
+from preprocessing import dedup_config, packed_keys, text_filters
 from preprocessing.user_errors import UserError
 
 FLAGS = ("filters", "dedup", "decontaminate")
@@ -39,6 +40,18 @@ def clean_config(args) -> CleanConfig:
     except ValueError as e:
         raise UserError(f"--filters/--dedup: {e}") from None
     return CleanConfig(filters=filters, dedup=dedup, decontaminate=bool(args.decontaminate))
+
+
+def with_key_ranges(config: CleanConfig, files: list[str]) -> CleanConfig:
+    """`config` with the dedup stages' key ranges set from the size of `files` (training and held-out), unless
+    `--dedup key_ranges=N` set them: a key range's group then holds about `packed_keys.RANGE_INPUT_BYTES` of
+    text's entries whatever the corpus."""
+    if config.dedup.key_ranges or not config.active:
+        return config
+    text = sum(packed_keys.text_bytes(m.path, m.size_in_bytes)
+               for result in FileSystems.match(files) for m in result.metadata_list)
+    dedup = dataclasses.replace(config.dedup, key_ranges=packed_keys.ranges_for(text))
+    return dataclasses.replace(config, dedup=dedup)
 
 
 def heldout_files(args) -> list[str]:
@@ -112,5 +125,6 @@ def clean_step(p, args, documents, label: str = "Clean"):
     if not config.active:
         return documents, None
     heldout = heldout_files(args)
+    config = with_key_ranges(config, corpus_io.check_pattern(args.input) + heldout)
     held = read_heldout(p, heldout, f"{label}Heldout") if heldout else None
     return documents | label >> CleanDocuments(config, held)

@@ -140,15 +140,15 @@ class CleanDocuments(beam.PTransform):
         if self.heldout is not None:
             docs = (docs, self.heldout) | "WithHeldout" >> beam.Flatten()
             records.append(self.heldout | "CountHeldout" >> beam.Map(lambda _: Counts(heldout_documents=1)))
-        stages = []
+        stages, ranges = [], config.dedup.key_ranges or 1
         if config.filters.active:
             stages.append(("Filters", beam.ParDo(FilterDocuments(config.filters))))
         if config.dedup.exact or config.decontaminate:
             stages.append(("Exact", ExactDuplicates(among_training=config.dedup.exact)))
         if config.dedup.spans:
-            stages.append(("Spans", RepeatedSpans(config.dedup.span_sentences)))
+            stages.append(("Spans", RepeatedSpans(config.dedup.span_sentences, ranges)))
         if config.dedup.near or config.decontaminate:
-            stages.append(("Near", NearDuplicates(config.dedup, among_training=config.dedup.near)))
+            stages.append(("Near", NearDuplicates(config.dedup, config.dedup.near, ranges)))
         for label, stage in stages:
             docs, stage_records = split_kinds(docs | label >> stage, label)
             records.append(stage_records)

@@ -1,13 +1,14 @@
 """The Beam stages of deduplication: exact documents, repeated sentence spans, near duplicates (MinHash + LSH).
 
 Each stage takes `(document id, [sentence, ...])` and returns a PCollection mixing kept documents, `Counts`
-and `Cluster` records (split them with `pipeline.cleaning.split_kinds`). Every decision is a GroupByKey on a
-hash (a document's digest, a span's digest, an LSH band key) and a stable rule (keep the smallest id), so no
-worker holds the corpus and the result is the same on every runner. A group's values are read twice (the
-smallest first, then the rest) and never collected, except the `max_comparisons` smallest of an LSH band.
-What goes through the shuffles keyed by content (one element per span, per band) is small: ids, positions,
-signatures as bytes. The report's text samples are taken where a document meets its drops in the join by
-document id, for the documents that keep a cluster only.
+and `Cluster` records (split them with `pipeline.cleaning.split_kinds`). Every decision is a grouping on a
+hash (a document's digest, a span's digest, an LSH band key) and a stable rule (keep the smallest id), so the
+result is the same on every runner. Exact copies are a GroupByKey on the document's digest (a group's values
+are read twice, the smallest first, and never collected). Span digests and band keys are packed per key
+range (`preprocessing.packed_keys`, `ConcatColumns`): a range's group holds its entries as numpy columns
+(ids, positions, signatures; no text), bounded by the launcher's choice of the number of ranges from the
+input's size, not by the corpus. The report's text samples are taken where a document meets its drops in the
+join by document id, for the documents that keep a cluster only.
 
 Held-out documents (for decontamination) travel with the training documents under ids whose file index is
 negative (`-1 - held-out file index`), smaller than every training id: by the same rule, a training document
@@ -16,9 +17,10 @@ never written (`pipeline.cleaning` filters them out at the end).
 """
 
 import apache_beam as beam
+import numpy as np
 
 from pipeline.beam_options import Counts
-from preprocessing import dedup_config, near_duplicates
+from preprocessing import dedup_config, near_duplicates, packed_keys
 
 SAMPLE_CHARS = 160
 
@@ -75,32 +77,60 @@ class ExactDuplicates(beam.PTransform):
                 | "KeepSmallest" >> beam.FlatMap(lambda kv: _keep_smallest_copy(*kv, among)))
 
 
-def _span_keys(doc, n: int):
-    """A training document -> `(span digest, (document id, position))` for each of its spans: small values,
-    since every sentence of the corpus sends one (the samples of repeated spans come from the join)."""
+class ConcatColumns(beam.CombineFn):
+    """Entries of one key range, each a tuple of byte columns -> one tuple of the columns concatenated
+    (`preprocessing.packed_keys`). Runners that lift combiners (`compact` before the shuffle) send one element
+    per range and bundle instead of one per entry; the order of the rows does not matter to the readers."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, accumulator, entry):
+        accumulator.append(entry)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return [entry for accumulator in accumulators for entry in accumulator]
+
+    def compact(self, accumulator):
+        return [tuple(b"".join(column) for column in zip(*accumulator))] if len(accumulator) > 1 else accumulator
+
+    def extract_output(self, accumulator):
+        return self.compact(accumulator)[0]
+
+
+def _span_keys(doc, n: int, ranges: int):
+    """A training document -> `(key range, entry)` for each key range its spans fall in: the columns `(span
+    digests [k, 2] uint64, document ids [k, 2] int64, positions [k] int32)` as bytes, which `ConcatColumns`
+    concatenates per range. Small values, since every sentence of the corpus sends one (the samples of
+    repeated spans come from the join)."""
     doc_id, lines = doc
-    if not is_heldout(doc_id):
-        for digest, position in dedup_config.span_entries(lines, n):
-            yield digest, (doc_id, position)
+    if is_heldout(doc_id):
+        return
+    entries = dedup_config.span_entries(lines, n)
+    if not entries:
+        return
+    keys = np.frombuffer(b"".join(digest for digest, _ in entries), np.uint64).reshape(-1, 2)  # [k, 2]
+    ids = np.broadcast_to(packed_keys.ids_array([doc_id]), (len(entries), 2))  # [k, 2]
+    positions = np.array([position for _, position in entries], np.int32)  # [k]
+    for key_range, rows in packed_keys.by_range(keys[:, 0], ranges):
+        yield key_range, (keys[rows].tobytes(), ids[rows].tobytes(), positions[rows].tobytes())
 
 
-def _later_copies(_, copies):
-    """One span's occurrences -> `(document id, (_SPAN, position))` for every copy but the first, and for a
-    repeated span `(first copy's document id, (_SPAN_CLUSTER, (position, copies)))`. Most spans occur once:
-    they return at once (no generator)."""
-    values = iter(copies)
-    next(values)
-    return () if next(values, None) is None else _repeated_span(copies)
-
-
-def _repeated_span(copies):
-    first = min(copies)
-    size = 0
-    for doc_id, position in copies:
-        size += 1
-        if (doc_id, position) != first:
-            yield doc_id, (_SPAN, position)
-    yield first[0], (_SPAN_CLUSTER, (first[1], size))
+def _later_copies(_, columns):
+    """One key range's concatenated span columns -> for each span that occurs more than once, `(document id,
+    (_SPAN, position))` for every copy but the first (the smallest `(document id, position)`), and `(first
+    copy's document id, (_SPAN_CLUSTER, (position, copies)))`."""
+    key_bytes, id_bytes, position_bytes = columns
+    keys = np.frombuffer(key_bytes, np.uint64).reshape(-1, 2)  # [k, 2]
+    ids = np.frombuffer(id_bytes, np.int64).reshape(-1, 2)  # [k, 2]
+    positions = np.frombuffer(position_bytes, np.int32)  # [k]
+    order = np.lexsort((positions, ids[:, 1], ids[:, 0], keys[:, 1], keys[:, 0]))  # by digest, id, position
+    for run in packed_keys.repeated_runs(order, keys[:, 0], keys[:, 1]):
+        first = run[0]
+        for i in run[1:].tolist():
+            yield packed_keys.doc_id(ids, i), (_SPAN, int(positions[i]))
+        yield packed_keys.doc_id(ids, first), (_SPAN_CLUSTER, (int(positions[first]), len(run)))
 
 
 _DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER = range(5)  # tags of the values joined by document id
@@ -126,17 +156,19 @@ def _remove_spans(doc_id, values, n: int):
 
 
 class RepeatedSpans(beam.PTransform):
-    """C4's rule: each span of `n` consecutive sentences is kept once (smallest document id and position)."""
+    """C4's rule: each span of `n` consecutive sentences is kept once (smallest document id and position).
+    `ranges`: key ranges of the packed span digests (`preprocessing.packed_keys`; the result does not depend
+    on it)."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, ranges: int = 1):
         super().__init__()
-        self.n = n
+        self.n, self.ranges = n, ranges
 
     def expand(self, docs):
-        n = self.n
+        n, ranges = self.n, self.ranges
         drops = (docs
-                 | "SpanKeys" >> beam.FlatMap(_span_keys, n)
-                 | "GroupSpans" >> beam.GroupByKey()
+                 | "SpanKeys" >> beam.FlatMap(_span_keys, n, ranges)
+                 | "PackRanges" >> beam.CombinePerKey(ConcatColumns())
                  | "LaterCopies" >> beam.FlatMapTuple(_later_copies))
         tagged = docs | "TagDocs" >> beam.MapTuple(lambda doc_id, lines: (doc_id, (_DOC, lines)))
         return ((tagged, drops)

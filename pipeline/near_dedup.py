@@ -1,40 +1,44 @@
-"""The near-duplicate stage: MinHash signatures, a GroupByKey per LSH band key, candidates confirmed by the
+"""The near-duplicate stage: MinHash signatures, LSH band keys packed per key range, candidates confirmed by the
 estimated Jaccard similarity, and the rule "drop a document that has a confirmed near duplicate with a
 smaller id".
 
-Per document (`Signatures`): the signature of its text (`preprocessing.near_duplicates`), then one element per
-band, `(band key, (id, signature bytes))` (no text: these are `bands` elements per document, the largest part
-of the stage's shuffles). Per band key (`_band_edges`): the group's `max_comparisons` smallest ids are its
-anchors (collected with a bounded heap; the rest of the group is streamed); every member is compared with the
-anchors of smaller id, smallest first, and the first whose estimated Jaccard is at least the threshold gives
-the edge `member -> anchor`. Per document (`CombinePerKey(min)`): the smallest anchor of all its bands; per
-anchor (`CombinePerKey(sum)`): the number of documents linked to it. The documents are then joined by id with
-their edge and, for an anchor, that number (one GroupByKey): a document with an edge is dropped, and an anchor
-gives its cluster's report record, with a sample of its text. Why this rule rather than connected
+Per document (`Signatures`): the signature of its text (`preprocessing.near_duplicates`) and its `bands` band
+keys, sent as one entry per key range the keys fall in (`preprocessing.packed_keys`: no text, the signature
+once per range; with one range, one entry per document where it was one element per band). Per key range
+(`ConcatColumns`, a `CombinePerKey` that runners lift before the shuffle): all its entries as numpy columns,
+sorted by key and id. Per band key that occurs more than once (`_confirmed_edges`): its `max_comparisons`
+smallest ids are its anchors; every member is compared with the anchors of smaller id, smallest first, and
+the first whose estimated Jaccard is at least the threshold gives the edge `member -> anchor`. Per document
+(`CombinePerKey(min)`): the smallest anchor of all its bands; per anchor (`CombinePerKey(sum)`): the number of
+documents linked to it. The documents are then joined by id with their edge and, for an anchor, that number
+(one GroupByKey): a document with an edge is dropped, and an anchor gives its cluster's report record, with a
+sample of its text. A key range's group holds its entries (about `packed_keys.RANGE_INPUT_BYTES` of text's,
+whatever the corpus: the launcher sets the number of ranges from the input's size); the edges do not depend
+on the number of ranges. Why this rule rather than connected
 components: it needs no iteration (a fixed number of shuffles on any runner), never drops a document whose
 only near twin was itself dropped in favour of a third document it does not resemble, and keeps exactly one
 document of every group whose members all resemble each other.
 """
 
-import heapq
-
 import apache_beam as beam
 import numpy as np
 
 from pipeline.beam_options import Counts, SetupDoFn
-from pipeline.dedup_stages import _DOC, _NEAR, _NEAR_CLUSTER, Cluster, is_heldout, sample
-from preprocessing import near_duplicates
+from pipeline.dedup_stages import _DOC, _NEAR, _NEAR_CLUSTER, Cluster, ConcatColumns, is_heldout, sample
+from preprocessing import near_duplicates, packed_keys
 from preprocessing.dedup_config import DedupConfig
 
 
 class Signatures(SetupDoFn):
-    """`(id, lines)` -> `(band key, (id, signature bytes))` per band: what every document sends `bands` times,
-    so no text sample (the report's samples come from the join by id)."""
+    """`(id, lines)` -> `(key range, entry)` for each key range its band keys fall in (`preprocessing.
+    packed_keys`): the entry is the columns `(band keys [k] uint64, their count [1] int32, id [1, 2] int64,
+    signature [1, num_perm] uint32)` as bytes, which `ConcatColumns` concatenates per range. No text: the
+    report's samples come from the join by id."""
 
     setup_state = ("_minhash", "_perms")
 
-    def __init__(self, config: DedupConfig):
-        self.config = config
+    def __init__(self, config: DedupConfig, ranges: int):
+        self.config, self.ranges = config, ranges
 
     def setup(self):
         self._minhash = self.config.minhash  # a new MinHashConfig at each access
@@ -43,36 +47,49 @@ class Signatures(SetupDoFn):
     def process(self, doc):
         doc_id, lines = doc
         minhash = self._minhash
-        sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)
-        value = (doc_id, sig.tobytes())
-        for key in near_duplicates.band_keys(sig, minhash.bands, minhash.rows):
-            yield key, value
+        sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)  # [num_perm]
+        keys = near_duplicates.band_key_matrix(sig[None], minhash.bands, minhash.rows)[0]  # [bands]
+        id_bytes, sig_bytes = packed_keys.ids_array([doc_id]).tobytes(), sig.tobytes()
+        for key_range, entries in packed_keys.by_range(keys, self.ranges):
+            yield key_range, (keys[entries].tobytes(), np.int32(entries.size).tobytes(), id_bytes, sig_bytes)
 
 
-def _band_edges(_, members, threshold: float, max_comparisons: int, among_training: bool):
-    """One band group -> `(member id, anchor id)` for each member with a confirmed anchor. Most groups hold
-    one document: they return at once (no generator, no heap)."""
-    values = iter(members)
-    if next(values, None) is None or next(values, None) is None:
-        return ()
-    return _confirmed_edges(members, threshold, max_comparisons, among_training)
+def _range_edges(_, columns, num_perm: int, threshold: float, max_comparisons: int, among_training: bool):
+    """One key range's concatenated columns -> `(member id, anchor id)` for each member of a band key with a
+    confirmed anchor, key by key (`_confirmed_edges`). Most keys occur once: only the repeated ones are looked
+    at."""
+    key_bytes, count_bytes, id_bytes, sig_bytes = columns
+    keys = np.frombuffer(key_bytes, np.uint64)  # [k]
+    owner = np.repeat(np.arange(len(count_bytes) // 4), np.frombuffer(count_bytes, np.int32))  # [k] document
+    ids = np.frombuffer(id_bytes, np.int64).reshape(-1, 2)  # [m, 2]
+    sigs = np.frombuffer(sig_bytes, np.uint32).reshape(-1, num_perm)  # [m, num_perm]
+    order = np.lexsort((ids[owner, 1], ids[owner, 0], keys))  # by key, then id
+    for run in packed_keys.repeated_runs(order, keys):
+        docs = owner[run]
+        yield from _confirmed_edges([packed_keys.doc_id(ids, d) for d in docs.tolist()], sigs[docs], threshold,
+                                    max_comparisons, among_training)
 
 
-def _confirmed_edges(members, threshold: float, max_comparisons: int, among_training: bool):
-    anchors = heapq.nsmallest(max_comparisons, members, key=lambda m: m[0])
-    anchor_sigs = [(a_id, np.frombuffer(a_sig, np.uint32)) for a_id, a_sig in anchors]
-    for doc_id, sig_bytes in members:
-        if is_heldout(doc_id):
-            continue
-        sig = None
-        for a_id, a_sig in anchor_sigs:
-            if a_id >= doc_id:
-                break
-            if not among_training and not is_heldout(a_id):
-                break
-            sig = np.frombuffer(sig_bytes, np.uint32) if sig is None else sig
-            if near_duplicates.estimated_jaccard(sig, a_sig) >= threshold:
-                yield doc_id, a_id
+def _confirmed_edges(ids: list, sigs: np.ndarray, threshold: float, max_comparisons: int, among_training: bool):
+    """One band key's members, ids ascending `[m]` with their signatures `[m, num_perm]` -> `(member id,
+    anchor id)` for each member with an anchor: of the key's `max_comparisons` smallest ids (its anchors),
+    the smallest of smaller id (held-out only, unless `among_training`) whose estimated Jaccard with the
+    member is at least `threshold`."""
+    anchors = min(max_comparisons, len(ids))
+    anchor_ids = ids[:anchors]
+    allowed = np.array([among_training or is_heldout(a) for a in anchor_ids])  # [A]
+    for start in range(1, len(ids), 512):  # member chunks bound the [chunk, A, num_perm] comparison
+        chunk = sigs[start:start + 512]
+        equal = np.count_nonzero(chunk[:, None, :] == sigs[None, :anchors, :], axis=-1)  # [c, A]
+        confirmed = (equal / sigs.shape[1] >= threshold) & allowed  # [c, A]
+        for offset in np.flatnonzero(confirmed.any(axis=1)).tolist():
+            doc_id = ids[start + offset]
+            if is_heldout(doc_id):
+                continue
+            for a in np.flatnonzero(confirmed[offset]).tolist():
+                if anchor_ids[a] >= doc_id:
+                    break
+                yield doc_id, anchor_ids[a]
                 break
 
 
@@ -99,16 +116,17 @@ class NearDuplicates(beam.PTransform):
     `among_training` False only training near twins of held-out documents are dropped. Returns kept documents,
     `Counts` and one `Cluster` per anchor."""
 
-    def __init__(self, config: DedupConfig, among_training: bool = True):
+    def __init__(self, config: DedupConfig, among_training: bool = True, ranges: int = 1):
         super().__init__()
-        self.config, self.among_training = config, among_training
+        self.config, self.among_training, self.ranges = config, among_training, ranges
 
     def expand(self, docs):
         c, among = self.config, self.among_training
         edges = (docs
-                 | "Signatures" >> beam.ParDo(Signatures(c))
-                 | "GroupBands" >> beam.GroupByKey()
-                 | "BandEdges" >> beam.FlatMap(lambda kv: _band_edges(*kv, c.threshold, c.max_comparisons, among))
+                 | "Signatures" >> beam.ParDo(Signatures(c, self.ranges))
+                 | "PackRanges" >> beam.CombinePerKey(ConcatColumns())
+                 | "RangeEdges" >> beam.FlatMap(
+                     lambda kv: _range_edges(*kv, c.num_perm, c.threshold, c.max_comparisons, among))
                  | "SmallestAnchor" >> beam.CombinePerKey(min))
         sizes = (edges
                  | "ByAnchor" >> beam.MapTuple(lambda _, anchor: (anchor, 1))

@@ -31,6 +31,9 @@ class DedupConfig:
       max_comparisons: in one LSH band group, each document is compared with at most this many of the group's
         smallest ids (bounds the work and memory of a band shared by very many documents).
       report_clusters: how many of the largest clusters the report lists.
+      key_ranges: the key ranges that span digests and band keys are packed into per batch of documents
+        (`packed_keys`); 0: from the input's size (`packed_keys.ranges_for`, set by the job's launcher). Only
+        speed and memory depend on it, never the result.
     """
 
     exact: bool = False
@@ -45,11 +48,13 @@ class DedupConfig:
     seed: int = 0
     max_comparisons: int = 64
     report_clusters: int = 20
+    key_ranges: int = 0
 
     def __post_init__(self):
         self.minhash  # checks the MinHash fields
-        if self.span_sentences < 1 or self.max_comparisons < 1 or self.report_clusters < 0:
-            raise ValueError(f"span_sentences and max_comparisons must be positive: {self}")
+        if self.span_sentences < 1 or self.max_comparisons < 1 or self.report_clusters < 0 or self.key_ranges < 0:
+            raise ValueError(f"span_sentences and max_comparisons must be positive, report_clusters and "
+                             f"key_ranges not negative: {self}")
 
     @property
     def minhash(self) -> near_duplicates.MinHashConfig:

@@ -196,9 +196,14 @@ def signature(text: str, config: MinHashConfig, perms: np.ndarray | None = None)
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
     """One 63-bit key per band: `mix64(sum_j K_j * value_j + K'_band)` over the band's values."""
-    values = sig[:bands * rows].reshape(bands, rows).astype(np.uint64)  # [bands, rows]
-    combined = values @ _odd_weights("band_row", rows) + _odd_weights("band", bands)  # [bands]
-    return (_mix64(combined) >> np.uint64(1)).tolist()
+    return band_key_matrix(sig[None], bands, rows)[0].tolist()
+
+
+def band_key_matrix(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """Signatures `[n, num_perm]` -> their band keys `[n, bands]` uint64 (`band_keys` of each row)."""
+    values = sigs[:, :bands * rows].reshape(-1, bands, rows).astype(np.uint64)  # [n, bands, rows]
+    combined = values @ _odd_weights("band_row", rows) + _odd_weights("band", bands)  # [n, bands]
+    return _mix64(combined) >> np.uint64(1)
 
 
 def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -8,10 +8,11 @@ import random
 import apache_beam as beam
 import pytest
 
-from pipeline import clean, pretraining_data, vocab
+from pipeline import clean, clean_report, pretraining_data, vocab
 from pipeline.beam_options import Counts
 from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords
 from pipeline.dedup_stages import Cluster
+from preprocessing import packed_keys
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
 from tests.fixtures.dask_cluster import dask_cluster
@@ -103,6 +104,34 @@ def test_decontamination_removes_a_planted_near_twin_of_a_heldout_document(plant
     assert report["counters"] == {"clean_documents_kept": 13, "decontaminate_exact_documents": 1,
                                   "decontaminate_near_documents": 1, "heldout_documents": 2}
     assert {c["rule"] for c in report["clusters"]} == {"heldout_exact", "heldout_near"}
+
+
+@pytest.mark.parametrize("stages, counter", [("exact,near", "dedup_near_documents"),
+                                             ("spans", "dedup_span_sentences")])
+@pytest.mark.parametrize("ranges", [2, 5])
+def test_key_ranges_change_nothing_but_the_packing(planted, stages, counter, ranges):
+    """Span digests and band keys packed into several key ranges: the same documents, counters and clusters
+    as in one range."""
+    a, b, heldout = planted
+    docs = docs_of([a, b, [a[3], edited(random.Random(3), a[5], 1)]])  # more exact and near copies
+    one, many = (run_transform(docs, CleanConfig(dedup=parse_dedup(f"{stages},key_ranges={n}"), decontaminate=True),
+                               heldout) for n in (1, ranges))
+    assert one[0] == many[0] and one[1]["counters"] == many[1]["counters"]
+    assert sorted(map(str, one[1]["clusters"])) == sorted(map(str, many[1]["clusters"]))
+    assert one[1]["counters"][counter] >= 2
+
+
+def test_key_ranges_follow_the_input_size(tmp_path):
+    small, big, packed = tmp_path / "small.txt", tmp_path / "big.txt", tmp_path / "big.txt.gz"
+    small.write_bytes(b"x" * 100)
+    big.write_bytes(b"x" * (2 * packed_keys.RANGE_INPUT_BYTES + 1))
+    packed.write_bytes(b"x" * (packed_keys.RANGE_INPUT_BYTES // packed_keys.GZIP_RATIO + 1))
+    config = CleanConfig(dedup=parse_dedup("near"))
+    assert clean_report.with_key_ranges(config, [str(small)]).dedup.key_ranges == 1
+    assert clean_report.with_key_ranges(config, [str(big)]).dedup.key_ranges == 3
+    assert clean_report.with_key_ranges(config, [str(small), str(packed)]).dedup.key_ranges == 2
+    assert clean_report.with_key_ranges(CleanConfig(dedup=parse_dedup("near,key_ranges=7")),
+                                        [str(big)]).dedup.key_ranges == 7  # asked for: kept
 
 
 @pytest.mark.parametrize("spec, counter, dropped", [
@@ -200,8 +229,8 @@ def test_clean_job_refuses_an_earlier_run_and_bad_specs(job_inputs, reference_cl
 
 
 def test_clean_job_gives_the_same_bytes_on_dask(job_inputs, reference_clean, tmp_path):
-    with dask_cluster(workers=2, threads=1) as dask:
-        out = run_clean(job_inputs, tmp_path / "dask", dask)
+    with dask_cluster(workers=2, threads=1) as dask:  # and packed into 3 key ranges, not 1
+        out = run_clean(job_inputs, tmp_path / "dask", [*dask, "--dedup", "all,key_ranges=3"])
     names = sorted(os.listdir(reference_clean))
     assert sorted(os.listdir(out)) == names
     for name in names:

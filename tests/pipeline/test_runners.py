@@ -15,7 +15,7 @@ import time
 import pytest
 
 from apache_beam.internal import pickler
-from pipeline import pretraining_data, vocab
+from pipeline import clean, pretraining_data, vocab
 from tests.conftest import ROOT
 from tests.fixtures.dask_cluster import dask_cluster
 
@@ -233,3 +233,19 @@ def test_portable_runner_with_an_external_worker_pool_gives_the_same_bytes(corpu
     with portable_services(str(tmp_path)) as portable:
         same_vocab(run_vocab(corpus, tmp_path / "vocab", portable), vocab_path, corpus)
         same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", portable), data["bert"])
+        clean_args = ["--input", corpus, "--dedup", "all,key_ranges=3", "--decontaminate", corpus.replace("*", "0")]
+        assert clean.run([*clean_args, "--output_dir", str(tmp_path / "clean"), *portable]) == 0
+    assert clean.run([*clean_args, "--output_dir", str(tmp_path / "clean_ref"), "--runner", "FnApiRunner"]) == 0
+    same_cleaned(tmp_path / "clean", tmp_path / "clean_ref")
+
+
+def same_cleaned(a, b):
+    """Two `pipeline.clean` outputs: the same files, bytes and report (but the output folder it names)."""
+    names = sorted(os.listdir(b))
+    assert sorted(os.listdir(a)) == names and len(names) > 2
+    for name in names:
+        got, want = ((d / name).read_bytes() for d in (a, b))
+        if name == "clean_report.json":
+            got, want = ({**json.loads(x), "config": None} for x in (got, want))
+            assert want["counters"]["dedup_span_sentences"] > 0 and want["counters"]["heldout_documents"] > 0
+        assert got == want, name
