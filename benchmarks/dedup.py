@@ -267,7 +267,8 @@ def _jobs_in_one_process(root: str, jobs: list, out: str) -> list[tuple]:
 
 def record(figures: dict) -> None:
     """Appends to the results file and prints the change against the last run on the same CPU model."""
-    entry = {"commit": history.git_commit(ROOT)[0], "cpu": history.cpu_model(), "cpus": os.cpu_count(),
+    commit, dirty = history.git_commit(ROOT)
+    entry = {"commit": commit, "dirty": dirty, "cpu": history.cpu_model(), "cpus": os.cpu_count(),
              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
     last = None
     if os.path.exists(RESULTS):

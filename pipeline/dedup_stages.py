@@ -108,13 +108,21 @@ def _span_keys(doc, n: int, ranges: int):
     if is_heldout(doc_id):
         return
     entries = dedup_config.span_entries(lines, n)
-    if not entries:
+    k = len(entries)
+    if not k:
         return
-    keys = np.frombuffer(b"".join(digest for digest, _ in entries), np.uint64).reshape(-1, 2)  # [k, 2]
-    ids = np.broadcast_to(packed_keys.ids_array([doc_id]), (len(entries), 2))  # [k, 2]
-    positions = np.array([position for _, position in entries], np.int32)  # [k]
+    digests, id_bytes = b"".join(digest for digest, _ in entries), packed_keys.id_bytes(doc_id)
+    if ranges == 1:  # `span_entries` gives positions 0, 1, ..., k - 1: no numpy per document
+        positions = _POSITIONS[:4 * k] if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
+        yield 0, (digests, id_bytes * k, positions)
+        return
+    keys = np.frombuffer(digests, np.uint64).reshape(-1, 2)  # [k, 2]
+    ids, positions = np.frombuffer(id_bytes * k, np.int64).reshape(-1, 2), np.arange(k, dtype=np.int32)
     for key_range, rows in packed_keys.by_range(keys[:, 0], ranges):
         yield key_range, (keys[rows].tobytes(), ids[rows].tobytes(), positions[rows].tobytes())
+
+
+_POSITIONS = np.arange(4096, dtype=np.int32).tobytes()  # span positions 0..4095 as int32 bytes
 
 
 def _later_copies(_, columns):

@@ -20,6 +20,8 @@ only near twin was itself dropped in favour of a third document it does not rese
 document of every group whose members all resemble each other.
 """
 
+import struct
+
 import apache_beam as beam
 import numpy as np
 
@@ -27,6 +29,9 @@ from pipeline.beam_options import Counts, SetupDoFn
 from pipeline.dedup_stages import _DOC, _NEAR, _NEAR_CLUSTER, Cluster, ConcatColumns, is_heldout, sample
 from preprocessing import near_duplicates, packed_keys
 from preprocessing.dedup_config import DedupConfig
+
+
+_COUNT = struct.Struct("=i")  # a document's band keys in one range, as an int32
 
 
 class Signatures(SetupDoFn):
@@ -49,9 +54,10 @@ class Signatures(SetupDoFn):
         minhash = self._minhash
         sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)  # [num_perm]
         keys = near_duplicates.band_key_matrix(sig[None], minhash.bands, minhash.rows)[0]  # [bands]
-        id_bytes, sig_bytes = packed_keys.ids_array([doc_id]).tobytes(), sig.tobytes()
+        id_bytes, sig_bytes = packed_keys.id_bytes(doc_id), sig.tobytes()
         for key_range, entries in packed_keys.by_range(keys, self.ranges):
-            yield key_range, (keys[entries].tobytes(), np.int32(entries.size).tobytes(), id_bytes, sig_bytes)
+            in_range = keys[entries]
+            yield key_range, (in_range.tobytes(), _COUNT.pack(in_range.size), id_bytes, sig_bytes)
 
 
 def _range_edges(_, columns, num_perm: int, threshold: float, max_comparisons: int, among_training: bool):

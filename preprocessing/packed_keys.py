@@ -17,11 +17,14 @@ Pure numpy, no Beam: `pipeline.near_dedup` and `pipeline.dedup_stages` call thes
 Document ids are `(file index, document index)` pairs, stored as int64 rows `[k, 2]`.
 """
 
+import struct
+
 import numpy as np
 
 RANGE_INPUT_BYTES = 4 << 20  # text per key range: ~40k band entries of 10 bands (~20 MB of signatures)
 GZIP_RATIO = 4  # a .gz input's text per compressed byte, for `ranges_for`
 MAX_RANGES = 1 << 20
+_ID = struct.Struct("=2q")  # an id row: two native int64, as numpy lays out `ids_array`
 
 
 def text_bytes(path: str, size: int) -> int:
@@ -40,10 +43,10 @@ def ranges_for(text: int) -> int:
 
 
 def by_range(keys: np.ndarray, ranges: int):
-    """uint64 keys `[k]` -> `(range, entry indices)` for each range present, in range order (one range: all of
-    them, without sorting)."""
+    """uint64 keys `[k]` -> `(range, entry indices)` for each range present, in range order (one range: range 0
+    and `slice(None)`, all of them, without sorting or copying)."""
     if ranges == 1:
-        yield 0, np.arange(keys.size)
+        yield 0, slice(None)
         return
     ranges_of_entries = (keys % np.uint64(ranges)).astype(np.int64)  # [k]
     order = np.argsort(ranges_of_entries, kind="stable")  # [k]
@@ -78,6 +81,11 @@ def repeated_runs(order: np.ndarray, *keys: np.ndarray):
 def ids_array(doc_ids) -> np.ndarray:
     """`[(file index, document index), ...]` -> int64 `[k, 2]`."""
     return np.array(doc_ids, np.int64).reshape(-1, 2)
+
+
+def id_bytes(doc_id) -> bytes:
+    """One `(file index, document index)` as the bytes of an `ids_array` row."""
+    return _ID.pack(*doc_id)
 
 
 def doc_id(ids: np.ndarray, i: int) -> tuple:

@@ -23,7 +23,7 @@ def test_by_range_puts_every_key_in_its_one_range(ranges):
     seen = []
     for key_range, rows in packed_keys.by_range(keys, ranges):
         assert all(int(k) % ranges == key_range for k in keys[rows])
-        seen.extend(rows.tolist())
+        seen.extend(np.arange(keys.size)[rows].tolist())
     assert sorted(seen) == list(range(keys.size))
 
 
