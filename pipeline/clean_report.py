@@ -26,7 +26,8 @@ def add_arguments(parser) -> None:
                              "terminal_punctuation, boilerplate=a|b, max_non_letter_share=0.3, min_sentences=3)")
     parser.add_argument("--dedup", default=None, metavar="SPEC",
                         help="dedup stages: exact, spans, near (or all), and key=value (threshold=0.8, "
-                             "span_sentences=3, shingle_words=5, num_perm=120, bands=10, band_rows=4)")
+                             "span_sentences=3, shingle_words=5, num_perm=120, bands=10, band_rows=4, key_ranges=N: "
+                             "default from the input's size)")
     parser.add_argument("--decontaminate", default=None, metavar="HELDOUT",
                         help="file pattern of held-out documents: drop training documents that are exact or "
                              "near duplicates of any of them")

@@ -14,10 +14,11 @@ documents linked to it. The documents are then joined by id with their edge and,
 (one GroupByKey): a document with an edge is dropped, and an anchor gives its cluster's report record, with a
 sample of its text. A key range's group holds its entries (about `packed_keys.RANGE_INPUT_BYTES` of text's,
 whatever the corpus: the launcher sets the number of ranges from the input's size); the edges do not depend
-on the number of ranges. Why this rule rather than connected
-components: it needs no iteration (a fixed number of shuffles on any runner), never drops a document whose
-only near twin was itself dropped in favour of a third document it does not resemble, and keeps exactly one
-document of every group whose members all resemble each other.
+on the number of ranges.
+
+Why this rule rather than connected components: it needs no iteration (a fixed number of shuffles on any
+runner), never drops a document whose only near twin was itself dropped in favour of a third document it
+does not resemble, and keeps exactly one document of every group whose members all resemble each other.
 """
 
 import struct
