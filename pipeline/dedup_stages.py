@@ -111,15 +111,18 @@ def _span_keys(doc, n: int, ranges: int):
     k = len(entries)
     if not k:
         return
-    digests, id_bytes = b"".join(digest for digest, _ in entries), packed_keys.id_bytes(doc_id)
-    if ranges == 1:  # `span_entries` gives positions 0, 1, ..., k - 1: no numpy per document
-        positions = _POSITIONS[:4 * k] if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
-        yield 0, (digests, id_bytes * k, positions)
+    digests, id_bytes = [digest for digest, _ in entries], packed_keys.id_bytes(doc_id)
+    positions = _POSITIONS if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
+    if ranges == 1:  # `span_entries` gives positions 0, 1, ..., k - 1
+        yield 0, (b"".join(digests), id_bytes * k, positions[:4 * k])
         return
-    keys = np.frombuffer(digests, np.uint64).reshape(-1, 2)  # [k, 2]
-    ids, positions = np.frombuffer(id_bytes * k, np.int64).reshape(-1, 2), np.arange(k, dtype=np.int32)
-    for key_range, rows in packed_keys.by_range(keys[:, 0], ranges):
-        yield key_range, (keys[rows].tobytes(), ids[rows].tobytes(), positions[rows].tobytes())
+    groups = {}  # range -> positions; plain Python: a few spans a document
+    for i, digest in enumerate(digests):
+        groups.setdefault(int.from_bytes(digest[:8], "little") % ranges, []).append(i)
+    for key_range in sorted(groups):
+        rows = groups[key_range]
+        yield key_range, (b"".join(digests[i] for i in rows), id_bytes * len(rows),
+                          b"".join(positions[4 * i:4 * i + 4] for i in rows))
 
 
 _POSITIONS = np.arange(4096, dtype=np.int32).tobytes()  # span positions 0..4095 as int32 bytes

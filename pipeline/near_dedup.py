@@ -82,6 +82,12 @@ def _confirmed_edges(ids: list, sigs: np.ndarray, threshold: float, max_comparis
     anchor id)` for each member with an anchor: of the key's `max_comparisons` smallest ids (its anchors),
     the smallest of smaller id (held-out only, unless `among_training`) whose estimated Jaccard with the
     member is at least `threshold`."""
+    if len(ids) == 2:  # the most common repeated key: one comparison, no arrays
+        a_id, doc_id = ids
+        if (a_id < doc_id and not is_heldout(doc_id) and (among_training or is_heldout(a_id))
+                and np.count_nonzero(sigs[0] == sigs[1]) / sigs.shape[1] >= threshold):
+            yield doc_id, a_id
+        return
     anchors = min(max_comparisons, len(ids))
     anchor_ids = ids[:anchors]
     allowed = np.array([among_training or is_heldout(a) for a in anchor_ids])  # [A]
