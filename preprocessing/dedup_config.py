@@ -31,9 +31,9 @@ class DedupConfig:
       max_comparisons: in one LSH band group, each document is compared with at most this many of the group's
         smallest ids (bounds the work and memory of a band shared by very many documents).
       report_clusters: how many of the largest clusters the report lists.
-      key_ranges: the key ranges that span digests and band keys are packed into per batch of documents
-        (`packed_keys`); 0: from the input's size (`packed_keys.ranges_for`, set by the job's launcher). Only
-        speed and memory depend on it, never the result.
+      key_ranges: the key ranges that span digests and band keys are grouped by, each range's entries packed
+        into byte columns (`packed_keys`); 0: from the input's size (`packed_keys.ranges_for`, set by the
+        job's launcher). Only speed and memory depend on it, never the result.
     """
 
     exact: bool = False
