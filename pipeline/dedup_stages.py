@@ -116,11 +116,8 @@ def _span_keys(doc, n: int, ranges: int):
     if ranges == 1:  # `span_entries` gives positions 0, 1, ..., k - 1
         yield 0, (b"".join(digests), id_bytes * k, positions[:4 * k])
         return
-    groups = {}  # range -> positions; plain Python: a few spans a document
-    for i, digest in enumerate(digests):
-        groups.setdefault(int.from_bytes(digest[:8], "little") % ranges, []).append(i)
-    for key_range in sorted(groups):
-        rows = groups[key_range]
+    keys = [int.from_bytes(digest[:8], "little") for digest in digests]  # a digest's first uint64
+    for key_range, rows in packed_keys.by_range(keys, ranges):
         yield key_range, (b"".join(digests[i] for i in rows), id_bytes * len(rows),
                           b"".join(positions[4 * i:4 * i + 4] for i in rows))
 

@@ -56,7 +56,7 @@ class Signatures(SetupDoFn):
         sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)  # [num_perm]
         keys = near_duplicates.band_key_matrix(sig[None], minhash.bands, minhash.rows)[0]  # [bands]
         id_bytes, sig_bytes = packed_keys.id_bytes(doc_id), sig.tobytes()
-        for key_range, entries in packed_keys.by_range(keys, self.ranges):
+        for key_range, entries in packed_keys.by_range(keys.tolist(), self.ranges):
             in_range = keys[entries]
             yield key_range, (in_range.tobytes(), _COUNT.pack(in_range.size), id_bytes, sig_bytes)
 
@@ -85,7 +85,7 @@ def _confirmed_edges(ids: list, sigs: np.ndarray, threshold: float, max_comparis
     if len(ids) == 2:  # the most common repeated key: one comparison, no arrays
         a_id, doc_id = ids
         if (a_id < doc_id and not is_heldout(doc_id) and (among_training or is_heldout(a_id))
-                and np.count_nonzero(sigs[0] == sigs[1]) / sigs.shape[1] >= threshold):
+                and near_duplicates.estimated_jaccard(sigs[0], sigs[1]) >= threshold):
             yield doc_id, a_id
         return
     anchors = min(max_comparisons, len(ids))
@@ -93,8 +93,8 @@ def _confirmed_edges(ids: list, sigs: np.ndarray, threshold: float, max_comparis
     allowed = np.array([among_training or is_heldout(a) for a in anchor_ids])  # [A]
     for start in range(1, len(ids), 512):  # member chunks bound the [chunk, A, num_perm] comparison
         chunk = sigs[start:start + 512]
-        equal = np.count_nonzero(chunk[:, None, :] == sigs[None, :anchors, :], axis=-1)  # [c, A]
-        confirmed = (equal / sigs.shape[1] >= threshold) & allowed  # [c, A]
+        estimate = near_duplicates.estimated_jaccard(chunk[:, None, :], sigs[None, :anchors, :])  # [c, A]
+        confirmed = (estimate >= threshold) & allowed  # [c, A]
         for offset in np.flatnonzero(confirmed.any(axis=1)).tolist():
             doc_id = ids[start + offset]
             if is_heldout(doc_id):

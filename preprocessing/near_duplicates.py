@@ -206,9 +206,10 @@ def band_key_matrix(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return _mix64(combined) >> np.uint64(1)
 
 
-def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """The share of equal signature values: an unbiased estimate of the shingle sets' Jaccard similarity."""
-    return float(np.count_nonzero(a == b)) / a.size
+def estimated_jaccard(a: np.ndarray, b: np.ndarray):
+    """The share of equal signature values: an unbiased estimate of the shingle sets' Jaccard similarity.
+    Signatures `[..., num_perm]` (broadcast against each other) -> estimates `[...]` (a float for two)."""
+    return np.count_nonzero(a == b, axis=-1) / a.shape[-1]
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

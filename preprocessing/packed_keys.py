@@ -24,7 +24,7 @@ import numpy as np
 RANGE_INPUT_BYTES = 4 << 20  # text per key range: ~40k band entries of 10 bands (~20 MB of signatures)
 GZIP_RATIO = 4  # a .gz input's text per compressed byte, for `ranges_for`
 MAX_RANGES = 1 << 20
-_ID = struct.Struct("=2q")  # an id row: two native int64, as numpy lays out `ids_array`
+_ID = struct.Struct("=2q")  # an id row: two native int64, as numpy reads them (`np.int64`, `[k, 2]`)
 
 
 def text_bytes(path: str, size: int) -> int:
@@ -42,15 +42,15 @@ def ranges_for(text: int) -> int:
     return int(min(MAX_RANGES, max(1, -(-text // RANGE_INPUT_BYTES))))
 
 
-def by_range(keys: np.ndarray, ranges: int):
-    """One document's uint64 keys `[k]` -> `(range, entry indices)` for each range present, in range order (one
-    range: range 0 and `slice(None)`, all of them, without copying). A few keys a call: plain Python, which
+def by_range(keys: list[int], ranges: int):
+    """One document's keys (non-negative ints) -> `(range, entry indices)` for each range present, in range order
+    (one range: range 0 and `slice(None)`, all of them, without copying). A few keys a call: plain Python, which
     costs less than numpy's sorting per call."""
     if ranges == 1:
         yield 0, slice(None)
         return
     groups = {}
-    for i, key in enumerate(keys.tolist()):
+    for i, key in enumerate(keys):
         groups.setdefault(key % ranges, []).append(i)
     for key_range in sorted(groups):
         yield key_range, groups[key_range]
@@ -79,16 +79,11 @@ def repeated_runs(order: np.ndarray, *keys: np.ndarray):
     return [order[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
-def ids_array(doc_ids) -> np.ndarray:
-    """`[(file index, document index), ...]` -> int64 `[k, 2]`."""
-    return np.array(doc_ids, np.int64).reshape(-1, 2)
-
-
 def id_bytes(doc_id) -> bytes:
-    """One `(file index, document index)` as the bytes of an `ids_array` row."""
+    """One `(file index, document index)` as the bytes of an ids row (`doc_id` reads them back)."""
     return _ID.pack(*doc_id)
 
 
 def doc_id(ids: np.ndarray, i: int) -> tuple:
-    """Row `i` of an ids array as the pipeline's `(file index, document index)` of Python ints."""
+    """Row `i` of an ids array (int64 `[k, 2]`, rows of `id_bytes`) as the pipeline's `(file index, document index)` of Python ints."""
     return tuple(ids[i].tolist())
