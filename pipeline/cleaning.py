@@ -1,6 +1,6 @@
 """Cleaning before pairing and masking: filters, deduplication and held-out decontamination, as one transform.
 
-    docs [+ held-out docs] -> FilterDocuments -> ExactDuplicates -> RepeatedSpans -> NearDuplicates
+    docs [+ held-out docs] -> FilterDocuments -> DocumentCopies (exact, spans) -> NearDuplicates
                            -> (kept training documents, one report element)
 
 Each step runs only when asked (`CleanConfig`); with nothing asked the jobs do not apply the transform at
@@ -20,7 +20,7 @@ import dataclasses
 import apache_beam as beam
 
 from pipeline.beam_options import Counts
-from pipeline.dedup_stages import Cluster, ExactDuplicates, RepeatedSpans, is_heldout
+from pipeline.dedup_stages import Cluster, DocumentCopies, is_heldout
 from pipeline.documents import ReadDocuments
 from pipeline.near_dedup import NearDuplicates
 from preprocessing.dedup_config import DedupConfig
@@ -143,10 +143,10 @@ class CleanDocuments(beam.PTransform):
         stages, ranges = [], config.dedup.key_ranges or 1
         if config.filters.active:
             stages.append(("Filters", beam.ParDo(FilterDocuments(config.filters))))
-        if config.dedup.exact or config.decontaminate:
-            stages.append(("Exact", ExactDuplicates(among_training=config.dedup.exact)))
-        if config.dedup.spans:
-            stages.append(("Spans", RepeatedSpans(config.dedup.span_sentences, ranges)))
+        exact, spans = config.dedup.exact or config.decontaminate, config.dedup.spans
+        if exact or spans:
+            stages.append(("Copies", DocumentCopies(exact, config.dedup.exact,
+                                                    config.dedup.span_sentences if spans else 0, ranges)))
         if config.dedup.near or config.decontaminate:
             stages.append(("Near", NearDuplicates(config.dedup, config.dedup.near, ranges)))
         for label, stage in stages:

@@ -1,26 +1,33 @@
-"""The Beam stages of deduplication: exact documents, repeated sentence spans, near duplicates (MinHash + LSH).
+"""The Beam stages of deduplication: exact documents and repeated sentence spans (`DocumentCopies`, one join),
+near duplicates (MinHash + LSH, `pipeline.near_dedup`).
 
 Each stage takes `(document id, [sentence, ...])` and returns a PCollection mixing kept documents, `Counts`
 and `Cluster` records (split them with `pipeline.cleaning.split_kinds`). Every decision is a grouping on a
 hash (a document's digest, a span's digest, an LSH band key) and a stable rule (keep the smallest id), so the
-result is the same on every runner. Exact copies are a GroupByKey on the document's digest (a group's values
-are read twice, the smallest first, and never collected). Span digests and band keys are packed per key
-range (`preprocessing.packed_keys`, `ConcatColumns`): a range's group holds its entries as numpy columns
-(ids, positions, signatures; no text), bounded by the launcher's choice of the number of ranges from the
-input's size, not by the corpus. The report's text samples are taken where a document meets its drops in the
-join by document id, for the documents that keep a cluster only.
+result is the same on every runner. Document digests, span digests and band keys are packed per key range
+(`preprocessing.packed_keys`, `ConcatColumns`): a range's group holds its entries as numpy columns (digests,
+ids, positions, signatures; no text), bounded by the launcher's choice of the number of ranges from the
+input's size, not by the corpus. Each stage's decisions then meet the documents in one join by document id,
+the only shuffle of the text; the report's text samples are taken there, for the documents that keep a
+cluster only.
+
+Exact copies and repeated spans are decided from one pass over each document's normalised lines and applied in
+one join, with the result of running them one after the other: a span's copies in documents that the exact
+rule drops do not count (each span entry carries its document's digest, so a range's group sees which of a
+span's holders are exact copies of another holder; identical documents share every span).
 
 Held-out documents (for decontamination) travel with the training documents under ids whose file index is
 negative (`-1 - held-out file index`), smaller than every training id: by the same rule, a training document
 that duplicates a held-out one is always the one dropped. Held-out documents are never counted as dropped and
-never written (`pipeline.cleaning` filters them out at the end).
+never written (`pipeline.cleaning` filters them out at the end); their spans are never removed from training
+documents.
 """
 
 import apache_beam as beam
 import numpy as np
 
 from pipeline.beam_options import Counts
-from preprocessing import dedup_config, near_duplicates, packed_keys
+from preprocessing import dedup_config, packed_keys
 
 SAMPLE_CHARS = 160
 
@@ -39,42 +46,6 @@ def sample(lines) -> str:
 
 def _one(name: str) -> Counts:
     return Counts({name: 1})
-
-
-def _keep_smallest_copy(_, members, among_training: bool):
-    """One digest's documents -> the kept ones, `Counts` of the dropped, and a `Cluster` record."""
-    first = min(doc_id for doc_id, _ in members)
-    training = 0
-    for doc_id, lines in members:
-        if is_heldout(doc_id):
-            if doc_id == first:
-                yield doc_id, lines
-            continue
-        training += 1
-        if doc_id == first or (not among_training and not is_heldout(first)):
-            yield doc_id, lines
-        else:
-            yield _one("decontaminate_exact_documents" if is_heldout(first) else "dedup_exact_documents")
-    if training and (training > 1 or is_heldout(first)) and (among_training or is_heldout(first)):
-        rule = "heldout_exact" if is_heldout(first) else "exact"
-        kept_lines = next(lines for doc_id, lines in members if doc_id == first)
-        yield Cluster(rule=rule, kept=first, size=training, sample=sample(kept_lines))
-
-
-class ExactDuplicates(beam.PTransform):
-    """Documents with the same normalised text: the smallest id is kept. With `among_training` False only
-    training copies of held-out documents are dropped."""
-
-    def __init__(self, among_training: bool = True):
-        super().__init__()
-        self.among_training = among_training
-
-    def expand(self, docs):
-        among = self.among_training
-        return (docs
-                | "ByDigest" >> beam.Map(lambda d: (near_duplicates.text_digest("\n".join(d[1])), d))
-                | "GroupDigests" >> beam.GroupByKey()
-                | "KeepSmallest" >> beam.FlatMap(lambda kv: _keep_smallest_copy(*kv, among)))
 
 
 class ConcatColumns(beam.CombineFn):
@@ -99,58 +70,124 @@ class ConcatColumns(beam.CombineFn):
         return self.compact(accumulator)[0]
 
 
-def _span_keys(doc, n: int, ranges: int):
-    """A training document -> `(key range, entry)` for each key range its spans fall in: the columns `(span
-    digests [k, 2] uint64, document ids [k, 2] int64, positions [k] int32)` as bytes, which `ConcatColumns`
-    concatenates per range. Small values, since every sentence of the corpus sends one (the samples of
-    repeated spans come from the join)."""
-    doc_id, lines = doc
-    if is_heldout(doc_id):
-        return
-    entries = dedup_config.span_entries(lines, n)
-    k = len(entries)
-    if not k:
-        return
-    digests, id_bytes = [digest for digest, _ in entries], packed_keys.id_bytes(doc_id)
-    positions = _POSITIONS if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
-    if ranges == 1:  # `span_entries` gives positions 0, 1, ..., k - 1
-        yield 0, (b"".join(digests), id_bytes * k, positions[:4 * k])
-        return
-    keys = [int.from_bytes(digest[:8], "little") for digest in digests]  # a digest's first uint64
-    for key_range, rows in packed_keys.by_range(keys, ranges):
-        yield key_range, (b"".join(digests[i] for i in rows), id_bytes * len(rows),
-                          b"".join(positions[4 * i:4 * i + 4] for i in rows))
-
-
+_DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER, _EXACT, _EXACT_CLUSTER = range(7)  # values joined by id
+_DOCUMENTS, _SPANS = range(2)  # the kinds of packed entries: keys `(kind, key range)`
 _POSITIONS = np.arange(4096, dtype=np.int32).tobytes()  # span positions 0..4095 as int32 bytes
 
 
-def _later_copies(_, columns):
-    """One key range's concatenated span columns -> for each span that occurs more than once, `(document id,
-    (_SPAN, position))` for every copy but the first (the smallest `(document id, position)`), and `(first
-    copy's document id, (_SPAN_CLUSTER, (position, copies)))`."""
-    key_bytes, id_bytes, position_bytes = columns
+def _key_range(digest: bytes, ranges: int) -> int:
+    return int.from_bytes(digest[:8], "little") % ranges  # a digest's first uint64
+
+
+def _copy_keys(doc, exact: bool, n: int, ranges: int):
+    """A document -> `((kind, key range), entry)`, entries as byte columns that `ConcatColumns` concatenates per
+    key: with `exact`, its digest `(digests [1, 2] uint64, ids [1, 2] int64)`; with `n` (spans of `n`
+    sentences), its span digests in each key range they fall in `(span digests [k, 2] uint64, ids [k, 2],
+    positions [k] int32, document digests [k, 2] or nothing without `exact`)`. Held-out documents send their
+    spans only with `exact`: they mark the training documents that copy them (small values: no text; the
+    samples come from the join)."""
+    doc_id, lines = doc
+    document, spans = dedup_config.copy_digests(lines, n or len(lines) + 1)
+    id_bytes = packed_keys.id_bytes(doc_id)
+    if exact:
+        yield (_DOCUMENTS, _key_range(document, ranges)), (document, id_bytes)
+    k = len(spans)
+    if not k or (is_heldout(doc_id) and not exact):
+        return
+    document = document if exact else b""
+    positions = _POSITIONS if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
+    if ranges == 1:
+        yield (_SPANS, 0), (b"".join(spans), id_bytes * k, positions[:4 * k], document * k)
+        return
+    keys = [int.from_bytes(digest[:8], "little") for digest in spans]
+    for key_range, rows in packed_keys.by_range(keys, ranges):
+        yield (_SPANS, key_range), (b"".join(spans[i] for i in rows), id_bytes * len(rows),
+                                    b"".join(positions[4 * i:4 * i + 4] for i in rows), document * len(rows))
+
+
+def _decisions(key, columns, among_training: bool):
+    """One key's concatenated columns -> `(document id, tagged decision)` for the join (`_exact_copies` or
+    `_later_copies`)."""
+    kind, _ = key
+    return (_exact_copies if kind == _DOCUMENTS else _later_copies)(columns, among_training)
+
+
+def _exact_copies(columns, among_training: bool):
+    """One key range's document digests -> for each digest held by several documents: `(id, (_EXACT, counter
+    name or None))` for every dropped copy (training copies: all but the smallest id, or with `among_training`
+    False only those of a held-out document; held-out copies of a held-out document: dropped, not counted),
+    and `(smallest id, (_EXACT_CLUSTER, training copies))` for the report."""
+    digest_bytes, id_bytes = columns
+    digests = np.frombuffer(digest_bytes, np.uint64).reshape(-1, 2)  # [m, 2]
+    ids = np.frombuffer(id_bytes, np.int64).reshape(-1, 2)  # [m, 2]
+    order = np.lexsort((ids[:, 1], ids[:, 0], digests[:, 1], digests[:, 0]))  # by digest, then id
+    for run in packed_keys.repeated_runs(order, digests[:, 0], digests[:, 1]):
+        first, *copies = [packed_keys.doc_id(ids, i) for i in run.tolist()]
+        decontaminate = is_heldout(first)
+        for doc_id in copies:
+            if is_heldout(doc_id):
+                yield doc_id, (_EXACT, None)
+            elif among_training or decontaminate:
+                yield doc_id, (_EXACT, "decontaminate_exact_documents" if decontaminate else "dedup_exact_documents")
+        training = sum(not is_heldout(doc_id) for doc_id in (first, *copies))
+        if training and (training > 1 or decontaminate) and (among_training or decontaminate):
+            yield first, (_EXACT_CLUSTER, training)
+
+
+def _later_copies(columns, among_training: bool):
+    """One key range's span columns -> for each span that occurs more than once in the training documents the
+    exact rule keeps (`_span_holders`), `(document id, (_SPAN, position))` for every copy but the first (the
+    smallest `(document id, position)`), and `(first copy's document id, (_SPAN_CLUSTER, (position,
+    copies)))`."""
+    key_bytes, id_bytes, position_bytes, document_bytes = columns
     keys = np.frombuffer(key_bytes, np.uint64).reshape(-1, 2)  # [k, 2]
     ids = np.frombuffer(id_bytes, np.int64).reshape(-1, 2)  # [k, 2]
     positions = np.frombuffer(position_bytes, np.int32)  # [k]
+    documents = np.frombuffer(document_bytes, np.uint64).reshape(-1, 2) if document_bytes else None  # [k, 2]
     order = np.lexsort((positions, ids[:, 1], ids[:, 0], keys[:, 1], keys[:, 0]))  # by digest, id, position
     for run in packed_keys.repeated_runs(order, keys[:, 0], keys[:, 1]):
-        first = run[0]
-        for i in run[1:].tolist():
+        holders = run.tolist() if documents is None else _span_holders(run.tolist(), ids, documents, among_training)
+        if len(holders) < 2:
+            continue
+        first = holders[0]
+        for i in holders[1:]:
             yield packed_keys.doc_id(ids, i), (_SPAN, int(positions[i]))
-        yield packed_keys.doc_id(ids, first), (_SPAN_CLUSTER, (int(positions[first]), len(run)))
+        yield packed_keys.doc_id(ids, first), (_SPAN_CLUSTER, (int(positions[first]), len(holders)))
 
 
-_DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER = range(5)  # tags of the values joined by document id
+def _span_holders(run: list, ids: np.ndarray, documents: np.ndarray, among_training: bool) -> list:
+    """One span's entries (rows, ascending document id) -> the rows of the training documents that the exact
+    rule keeps: not held-out, and not a copy (same document digest) of a held-out document or, with
+    `among_training`, of a document of smaller id. A document's copies hold all its spans, so each run sees
+    them."""
+    smallest, heldout, holders = {}, set(), []
+    for i in run:
+        doc_id, document = packed_keys.doc_id(ids, i), documents[i].tobytes()
+        if is_heldout(doc_id):
+            heldout.add(document)
+            continue
+        if document in heldout or (among_training and smallest.setdefault(document, doc_id) != doc_id):
+            continue
+        holders.append(i)
+    return holders
 
 
-def _remove_spans(doc_id, values, n: int):
-    """A document and the spans to remove from it -> the rest of it (unless emptied), `Counts`, and a
-    `Cluster` for each repeated span whose first copy it holds."""
+def _apply_copies(doc_id, values, n: int):
+    """A document and its decisions -> nothing but a `Counts` if it is an exact copy; else its `Cluster`s (as
+    the smallest of exact copies, as the first holder of repeated spans), the rest of it without its later
+    span copies (unless emptied), and `Counts`."""
     values = list(values)
     (lines,) = [v for tag, v in values if tag == _DOC] or [None]
     if lines is None:
         return
+    dropped = [v for tag, v in values if tag == _EXACT]
+    if dropped:
+        if dropped[0]:
+            yield _one(dropped[0])
+        return
+    for size in (v for tag, v in values if tag == _EXACT_CLUSTER):
+        yield Cluster(rule="heldout_exact" if is_heldout(doc_id) else "exact", kept=doc_id, size=size,
+                      sample=sample(lines))
     for position, size in (v for tag, v in values if tag == _SPAN_CLUSTER):
         yield Cluster(rule="span", kept=doc_id, size=size, sample=sample(lines[position:position + n]))
     starts = sorted(v for tag, v in values if tag == _SPAN)
@@ -163,23 +200,26 @@ def _remove_spans(doc_id, values, n: int):
         yield _one("dedup_span_documents_emptied")
 
 
-class RepeatedSpans(beam.PTransform):
-    """C4's rule: each span of `n` consecutive sentences is kept once (smallest document id and position).
-    `ranges`: key ranges of the packed span digests (`preprocessing.packed_keys`; the result does not depend
-    on it)."""
+class DocumentCopies(beam.PTransform):
+    """Exact copies (`exact`: documents with the same normalised text; the smallest id is kept; with
+    `among_training` False only training copies of held-out documents are dropped), then C4's rule on spans
+    (`span_sentences` > 0: each span of that many consecutive sentences is kept once, at the smallest document
+    id and position; a document left empty is dropped), decided together and applied in one join by id.
+    `ranges`: key ranges of the packed digests (`preprocessing.packed_keys`; the result does not depend on
+    it)."""
 
-    def __init__(self, n: int, ranges: int = 1):
+    def __init__(self, exact: bool, among_training: bool, span_sentences: int, ranges: int = 1):
         super().__init__()
-        self.n, self.ranges = n, ranges
+        self.exact, self.among_training, self.n, self.ranges = exact, among_training, span_sentences, ranges
 
     def expand(self, docs):
-        n, ranges = self.n, self.ranges
-        drops = (docs
-                 | "SpanKeys" >> beam.FlatMap(_span_keys, n, ranges)
-                 | "PackRanges" >> beam.CombinePerKey(ConcatColumns())
-                 | "LaterCopies" >> beam.FlatMapTuple(_later_copies))
+        exact, among, n, ranges = self.exact, self.among_training, self.n, self.ranges
+        decisions = (docs
+                     | "CopyKeys" >> beam.FlatMap(_copy_keys, exact, n, ranges)
+                     | "PackRanges" >> beam.CombinePerKey(ConcatColumns())
+                     | "Decide" >> beam.FlatMap(lambda kv: _decisions(*kv, among)))
         tagged = docs | "TagDocs" >> beam.MapTuple(lambda doc_id, lines: (doc_id, (_DOC, lines)))
-        return ((tagged, drops)
-                | "WithDrops" >> beam.Flatten()
-                | "JoinDrops" >> beam.GroupByKey()
-                | "RemoveSpans" >> beam.FlatMap(lambda kv: _remove_spans(*kv, n)))
+        return ((tagged, decisions)
+                | "WithDecisions" >> beam.Flatten()
+                | "JoinDecisions" >> beam.GroupByKey()
+                | "Apply" >> beam.FlatMap(lambda kv: _apply_copies(*kv, n)))

@@ -81,7 +81,23 @@ def parse_dedup(spec: str) -> DedupConfig:
     return parse_spec(spec, DedupConfig, PRESETS)[0]
 
 
-def span_entries(lines: list[str], span_sentences: int) -> list[tuple[str, int]]:
+def copy_digests(lines: list[str], span_sentences: int) -> tuple[bytes, list[bytes]]:
+    """The document's `near_duplicates.text_digest` and the digest of every run of `span_sentences` lines
+    (the run starting at line i at position i; none if shorter), each line normalised once.
+
+    Example:
+      >>> document, spans = copy_digests(["a", "b", "c", "d"], 3)
+      >>> document == near_duplicates.text_digest("a\\nb\\nc\\nd"), len(spans)
+      (True, 2)
+    """
+    n = span_sentences
+    normalized = [near_duplicates.normalize_for_matching(line) for line in lines]
+    document = near_duplicates.normalized_digest(" ".join(filter(None, normalized)))
+    return document, [near_duplicates.normalized_digest(" ".join(filter(None, normalized[i:i + n])))
+                      for i in range(len(lines) - n + 1)]
+
+
+def span_entries(lines: list[str], span_sentences: int) -> list[tuple[bytes, int]]:
     """`(digest of the normalised span, position)` for every run of `span_sentences` lines (none if shorter):
     the span's `near_duplicates.text_digest`, each line normalised once.
 
@@ -89,10 +105,7 @@ def span_entries(lines: list[str], span_sentences: int) -> list[tuple[str, int]]
       >>> [p for _, p in span_entries(["a", "b", "c", "d"], 3)]
       [0, 1]
     """
-    n = span_sentences
-    normalized = [near_duplicates.normalize_for_matching(line) for line in lines]
-    return [(near_duplicates.normalized_digest(" ".join(filter(None, normalized[i:i + n]))), i)
-            for i in range(len(lines) - n + 1)]
+    return [(digest, i) for i, digest in enumerate(copy_digests(lines, span_sentences)[1])]
 
 
 def remove_positions(lines: list[str], starts, span_sentences: int) -> list[str]:

@@ -1,6 +1,7 @@
 """Cleaning as Beam transforms and as a job: known answers on small fixtures, held-out decontamination,
 every filter, the report, and the same bytes on the in-process runner and on Dask."""
 
+import collections
 import json
 import os
 import random
@@ -10,8 +11,8 @@ import pytest
 
 from pipeline import clean, clean_report, pretraining_data, vocab
 from pipeline.beam_options import Counts
-from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords
-from pipeline.dedup_stages import Cluster
+from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords, split_kinds
+from pipeline.dedup_stages import Cluster, DocumentCopies
 from preprocessing import packed_keys
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
@@ -119,6 +120,49 @@ def test_key_ranges_change_nothing_but_the_packing(planted, stages, counter, ran
     assert one[0] == many[0] and one[1]["counters"] == many[1]["counters"]
     assert sorted(map(str, one[1]["clusters"])) == sorted(map(str, many[1]["clusters"]))
     assert one[1]["counters"][counter] >= 2
+
+
+def run_stages(docs, stages):
+    """`docs` through `stages` one after the other -> (kept documents, held-out ones too; summed `Counts`; the
+    `Cluster`s as sorted strings)."""
+    _RESULTS.clear()
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        out, records = p | beam.Create(docs), []
+        for i, stage in enumerate(stages):
+            out, stage_records = split_kinds(out | f"Stage{i}" >> stage, f"Stage{i}")
+            records.append(stage_records)
+        out | "Kept" >> beam.combiners.ToList() | "SaveKept" >> beam.Map(_save, "kept")
+        (tuple(records) | beam.Flatten() | "Records" >> beam.combiners.ToList()
+         | "SaveRecords" >> beam.Map(_save, "records"))
+    counts = collections.Counter()
+    for record in _RESULTS["records"]:
+        counts.update({} if isinstance(record, Cluster) else record)
+    clusters = sorted(str(sorted(r.items())) for r in _RESULTS["records"] if isinstance(r, Cluster))
+    return dict(sorted(_RESULTS["kept"])), dict(counts), clusters
+
+
+@pytest.mark.parametrize("among_training", [True, False])
+@pytest.mark.parametrize("ranges", [1, 3])
+def test_exact_copies_and_spans_in_one_join_are_the_two_rules_one_after_the_other(planted, among_training, ranges):
+    """`DocumentCopies` decides exact copies and repeated spans together and applies them in one join: the
+    same documents, counters and clusters as the exact rule first, then the span rule on what it kept. The
+    spans of a dropped exact copy (of a training or a held-out document) must not count: file 2 repeats spans
+    of 0#9 (a copy of held-out #1), of 0#2 (copied by 1#0) and of 0#5 (copied by 2#2, its own spans repeated
+    by 2#3)."""
+    a, b, heldout = planted
+    rng = random.Random(11)
+    c = [a[9][2:5] + [sentence(rng)], [sentence(rng)] + a[2][0:3], list(a[5]), a[5][4:8], a[5][4:7] + a[9][2:5]]
+    docs = docs_of([a, b, c]) + [((-1, i), doc) for i, doc in enumerate(heldout + [list(a[2])])]
+    together = run_stages(docs, [DocumentCopies(True, among_training, 3, ranges)])
+    in_turn = run_stages(docs, [DocumentCopies(True, among_training, 0, ranges),
+                                DocumentCopies(False, False, 3, ranges)])
+    assert together == in_turn
+    kept, counts, clusters = together
+    assert kept[(2, 0)] == c[0] and kept[(2, 1)] == c[1]  # the spans' other holders are exact copies of held-out #1, #2
+    assert kept[(1, 4)] == [b[4][0], b[4][4]] and (2, 2) not in kept and (2, 3) not in kept and (2, 4) not in kept
+    assert counts["decontaminate_exact_documents"] == 3  # 0#9, 0#2 and 1#0 (0#2 in capitals)
+    assert counts.get("dedup_exact_documents", 0) == among_training  # 2#2, else emptied by 0#5's spans
+    assert counts["dedup_span_sentences"] >= 3 and any("'span'" in cluster for cluster in clusters)
 
 
 def test_key_ranges_follow_the_input_size(tmp_path):
