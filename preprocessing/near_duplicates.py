@@ -89,6 +89,13 @@ def normalize_for_matching(text: str) -> str:
     return _NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
 
 
+def words_for_matching(text: str) -> list[str]:
+    """`normalize_for_matching(text).split()`, without joining the ASCII path's words only to split them."""
+    if text.isascii():
+        return text.lower().translate(_ASCII_NOT_WORD).split()
+    return normalize_for_matching(text).split()
+
+
 def text_digest(text: str) -> bytes:
     """A 128-bit digest of the normalised text: the key of exact (normalised) duplicates."""
     return normalized_digest(normalize_for_matching(text))
@@ -133,13 +140,18 @@ def _odd_weights(salt: str, count: int) -> np.ndarray:
     return weights
 
 
+_U = {k: np.uint64(k) for k in (1, 27, 30, 31, 32)}  # shifts, as numpy scalars made once
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
 def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """SplitMix64's finalizer on a uint64 array (wrapping arithmetic), in place: `x` must be the caller's own."""
+    x ^= x >> _U[30]
+    x *= _MIX1
+    x ^= x >> _U[27]
+    x *= _MIX2
+    x ^= x >> _U[31]
+    return x
 
 
 def shingle_hashes(hashes: np.ndarray, shingle_words: int) -> np.ndarray:
@@ -158,7 +170,7 @@ def shingle_hashes(hashes: np.ndarray, shingle_words: int) -> np.ndarray:
 
 def text_shingle_hashes(text: str, shingle_words: int) -> np.ndarray:
     """`shingle_hashes` of the normalised text's words."""
-    return shingle_hashes(word_hashes(normalize_for_matching(text).split()), shingle_words)
+    return shingle_hashes(word_hashes(words_for_matching(text)), shingle_words)
 
 
 def shingles(text: str, shingle_words: int) -> np.ndarray:
@@ -185,7 +197,7 @@ def minhash(hashes: np.ndarray, perms: np.ndarray) -> np.ndarray:
         return np.full(perms.shape[1:], 0xFFFFFFFF, np.uint32)
     values = np.multiply.outer(hashes, perms[0])  # [S, num_perm]
     values += perms[1]
-    return (values.min(axis=0) >> np.uint64(32)).astype(np.uint32)
+    return (values.min(axis=0) >> _U[32]).astype(np.uint32)
 
 
 def signature(text: str, config: MinHashConfig, perms: np.ndarray | None = None) -> np.ndarray:
@@ -202,8 +214,9 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
 def band_key_matrix(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Signatures `[n, num_perm]` -> their band keys `[n, bands]` uint64 (`band_keys` of each row)."""
     values = sigs[:, :bands * rows].reshape(-1, bands, rows).astype(np.uint64)  # [n, bands, rows]
-    combined = values @ _odd_weights("band_row", rows) + _odd_weights("band", bands)  # [n, bands]
-    return _mix64(combined) >> np.uint64(1)
+    combined = values @ _odd_weights("band_row", rows)  # [n, bands]
+    combined += _odd_weights("band", bands)
+    return _mix64(combined) >> _U[1]
 
 
 def estimated_jaccard(a: np.ndarray, b: np.ndarray):
