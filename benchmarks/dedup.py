@@ -13,7 +13,8 @@ dropped set, overall and per planted edit rate.
 
 Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (or `--dupe_factor`; 4 files, in-process runner
 so the figure is one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents),
-without and with `--dedup all` (and `--filters c4` at 1x): the CPU per document from the difference between the
+without cleaning, with `--dedup all`, and with every stage (`--dedup all --filters c4 --decontaminate` a held-out
+file of 50 documents of the 1x corpus and 50 others): the CPU per document from the difference between the
 two sizes (start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`). Each job runs
 `--repeats` times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU
 time (cache and core contention), so the least is the closest to the job's own.
@@ -155,9 +156,11 @@ def cost(args, tmp: str, roots: list[str]) -> list[dict]:
     vocab = os.path.join(tmp, "vocab.txt")
     _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
-    runs = {"plain": [], "dedup": ["--dedup", "all"], "clean": ["--dedup", "all", "--filters", "c4"]}
+    heldout = write_heldout(make_corpus(args.base, 0, 0, seed=1), os.path.join(tmp, "heldout.txt"))
+    every = ["--dedup", "all", "--filters", "c4", "--decontaminate", heldout]
+    runs = {"plain": [], "dedup": ["--dedup", "all"], "every": every}
     jobs = [(name, m, _job_args(pattern, vocab, extra, args.dupe_factor)) for m, (pattern, _) in sizes.items()
-            for name, extra in runs.items() if name != "clean" or m == 1]
+            for name, extra in runs.items()]
     measured = [collections.defaultdict(list) for _ in roots]
     for repeat in range(args.repeats):
         if args.in_process:
@@ -185,12 +188,20 @@ def _cost_figures(jobs: dict, documents: dict, scale: int) -> dict:
                                    "peak_rss_mb": max((round(r["kernel_max_rss_mb"]) for r in runs
                                                        if "kernel_max_rss_mb" in r), default=None)}
     small, big = documents[1], documents[scale]
-    marginal = {name: (cpu[name, scale] - cpu[name, 1]) / (big - small) for name in ("plain", "dedup")}
+    marginal = {name: (cpu[name, scale] - cpu[name, 1]) / (big - small) for name in ("plain", "dedup", "every")}
     figures["cpu_ms_per_document"] = {k: round(1000 * v, 3) for k, v in marginal.items()}
-    figures["overhead_dedup_per_document"] = round(marginal["dedup"] / marginal["plain"] - 1, 3)
-    figures["overhead_dedup_whole_job_1x"] = round(cpu["dedup", 1] / cpu["plain", 1] - 1, 3)
-    figures["overhead_clean_whole_job_1x"] = round(cpu["clean", 1] / cpu["plain", 1] - 1, 3)
+    for name in ("dedup", "every"):
+        figures[f"overhead_{name}_per_document"] = round(marginal[name] / marginal["plain"] - 1, 3)
+        figures[f"overhead_{name}_whole_job_1x"] = round(cpu[name, 1] / cpu["plain", 1] - 1, 3)
     return figures
+
+
+def write_heldout(docs, path: str, copies: int = 50, fresh: int = 50) -> str:
+    """A held-out file for `--decontaminate`: `copies` documents of the 1x corpus (its seed's base documents:
+    the job drops their training copies) and `fresh` others."""
+    with open(path, "w") as out:
+        out.write("\n\n".join("\n".join(d) for d in docs[:copies] + make_corpus(fresh, 0, 0, seed=99)) + "\n")
+    return path
 
 
 def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
