@@ -14,7 +14,11 @@ cluster only.
 Exact copies and repeated spans are decided from one pass over each document's normalised lines and applied in
 one join, with the result of running them one after the other: a span's copies in documents that the exact
 rule drops do not count (each span entry carries its document's digest, so a range's group sees which of a
-span's holders are exact copies of another holder; identical documents share every span).
+span's holders are exact copies of another holder: copies with the same lines share every span). One case
+differs: the exact rule ignores line breaks and spans do not, so a dropped copy whose lines break elsewhere
+than its kept twin's can still hold a span first, and a later document then loses that span although the
+rules in turn would keep it there; its text is still in the kept twin (or in the held-out document that the
+copy duplicates), in other lines, so no text leaves the corpus that some kept document does not hold.
 
 Held-out documents (for decontamination) travel with the training documents under ids whose file index is
 negative (`-1 - held-out file index`), smaller than every training id: by the same rule, a training document
@@ -87,7 +91,7 @@ def _copy_keys(doc, exact: bool, n: int, ranges: int):
     spans only with `exact`: they mark the training documents that copy them (small values: no text; the
     samples come from the join)."""
     doc_id, lines = doc
-    document, spans = dedup_config.copy_digests(lines, n or len(lines) + 1)
+    document, spans = dedup_config.copy_digests(lines, n)
     id_bytes = packed_keys.id_bytes(doc_id)
     if exact:
         yield (_DOCUMENTS, _key_range(document, ranges)), (document, id_bytes)

@@ -83,7 +83,8 @@ def parse_dedup(spec: str) -> DedupConfig:
 
 def copy_digests(lines: list[str], span_sentences: int) -> tuple[bytes, list[bytes]]:
     """The document's `near_duplicates.text_digest` and the digest of every run of `span_sentences` lines
-    (the run starting at line i at position i; none if shorter), each line normalised once.
+    (the run starting at line i at position i; none if shorter, or for `span_sentences` 0), each line
+    normalised once.
 
     Example:
       >>> document, spans = copy_digests(["a", "b", "c", "d"], 3)
@@ -94,7 +95,7 @@ def copy_digests(lines: list[str], span_sentences: int) -> tuple[bytes, list[byt
     normalized = [near_duplicates.normalize_for_matching(line) for line in lines]
     document = near_duplicates.normalized_digest(" ".join(filter(None, normalized)))
     return document, [near_duplicates.normalized_digest(" ".join(filter(None, normalized[i:i + n])))
-                      for i in range(len(lines) - n + 1)]
+                      for i in range(len(lines) - n + 1 if n else 0)]
 
 
 def span_entries(lines: list[str], span_sentences: int) -> list[tuple[bytes, int]]:

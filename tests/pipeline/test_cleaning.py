@@ -13,7 +13,7 @@ from pipeline import clean, clean_report, pretraining_data, vocab
 from pipeline.beam_options import Counts
 from pipeline.cleaning import CleanConfig, CleanDocuments, ReportRecords, split_kinds
 from pipeline.dedup_stages import Cluster, DocumentCopies
-from preprocessing import packed_keys
+from preprocessing import near_duplicates, packed_keys
 from preprocessing.dedup_config import parse_dedup
 from preprocessing.text_filters import FilterConfig, PRESETS, parse_spec
 from tests.fixtures.dask_cluster import dask_cluster
@@ -163,6 +163,22 @@ def test_exact_copies_and_spans_in_one_join_are_the_two_rules_one_after_the_othe
     assert counts["decontaminate_exact_documents"] == 3  # 0#9, 0#2 and 1#0 (0#2 in capitals)
     assert counts.get("dedup_exact_documents", 0) == among_training  # 2#2, else emptied by 0#5's spans
     assert counts["dedup_span_sentences"] >= 3 and any("'span'" in cluster for cluster in clusters)
+
+
+def test_an_exact_copy_with_other_line_breaks_can_hold_a_span_first_whose_text_its_kept_twin_has():
+    """The one case where the one join differs from the rules in turn (`pipeline.dedup_stages`): 0#1 is an
+    exact copy of 0#0 in other lines, so it is dropped; 0#2 repeats three of 0#1's lines, which 0#0 does not
+    have as lines. The join removes them from 0#2 (0#1 held them first), the rules in turn do not; the text
+    removed is in 0#0."""
+    words = [" ".join(f"w{4 * i + k}" for k in range(4)) + "." for i in range(4)]
+    twin, copy, later = [" ".join(words[:2]), " ".join(words[2:])], list(words), ["Something else here."] + words[:3]
+    docs = [((0, 0), twin), ((0, 1), copy), ((0, 2), later)]
+    kept, counts, _ = run_stages(docs, [DocumentCopies(True, True, 3)])
+    in_turn, _, _ = run_stages(docs, [DocumentCopies(True, True, 0), DocumentCopies(False, False, 3)])
+    assert sorted(kept) == sorted(in_turn) == [(0, 0), (0, 2)] and counts["dedup_exact_documents"] == 1
+    assert kept[(0, 2)] == later[:1] and in_turn[(0, 2)] == later
+    normalize = near_duplicates.normalize_for_matching
+    assert normalize(" ".join(later[1:])) in normalize(" ".join(kept[(0, 0)]))
 
 
 def test_key_ranges_follow_the_input_size(tmp_path):
