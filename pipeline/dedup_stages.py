@@ -18,13 +18,13 @@ span's holders are exact copies of another holder: copies with the same lines sh
 differs: the exact rule ignores line breaks and spans do not, so a dropped copy whose lines break elsewhere
 than its kept twin's can still hold a span first, and a later document then loses that span although the
 rules in turn would keep it there; its text is still in the kept twin (or in the held-out document that the
-copy duplicates), in other lines, so no text leaves the corpus that some kept document does not hold.
+copy duplicates), in other lines: text removed is always held by a kept or a held-out document.
 
 Held-out documents (for decontamination) travel with the training documents under ids whose file index is
 negative (`-1 - held-out file index`), smaller than every training id: by the same rule, a training document
 that duplicates a held-out one is always the one dropped. Held-out documents are never counted as dropped and
-never written (`pipeline.cleaning` filters them out at the end); their spans are never removed from training
-documents.
+never written (`pipeline.cleaning` filters them out at the end); a held-out document is never a span's first
+copy (spans are not decontaminated).
 """
 
 import apache_beam as beam
