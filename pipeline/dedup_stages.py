@@ -79,10 +79,6 @@ _DOCUMENTS, _SPANS = range(2)  # the kinds of packed entries: keys `(kind, key r
 _POSITIONS = np.arange(4096, dtype=np.int32).tobytes()  # span positions 0..4095 as int32 bytes
 
 
-def _key_range(digest: bytes, ranges: int) -> int:
-    return int.from_bytes(digest[:8], "little") % ranges  # a digest's first uint64
-
-
 def _copy_keys(doc, exact: bool, n: int, ranges: int):
     """A document -> `((kind, key range), entry)`, entries as byte columns that `ConcatColumns` concatenates per
     key: with `exact`, its digest `(digests [1, 2] uint64, ids [1, 2] int64)`; with `n` (spans of `n`
@@ -94,7 +90,7 @@ def _copy_keys(doc, exact: bool, n: int, ranges: int):
     document, spans = dedup_config.copy_digests(lines, n)
     id_bytes = packed_keys.id_bytes(doc_id)
     if exact:
-        yield (_DOCUMENTS, _key_range(document, ranges)), (document, id_bytes)
+        yield (_DOCUMENTS, packed_keys.digest_key(document) % ranges), (document, id_bytes)
     k = len(spans)
     if not k or (is_heldout(doc_id) and not exact):
         return
@@ -103,8 +99,7 @@ def _copy_keys(doc, exact: bool, n: int, ranges: int):
     if ranges == 1:
         yield (_SPANS, 0), (b"".join(spans), id_bytes * k, positions[:4 * k], document * k)
         return
-    keys = [int.from_bytes(digest[:8], "little") for digest in spans]
-    for key_range, rows in packed_keys.by_range(keys, ranges):
+    for key_range, rows in packed_keys.by_range(list(map(packed_keys.digest_key, spans)), ranges):
         yield (_SPANS, key_range), (b"".join(spans[i] for i in rows), id_bytes * len(rows),
                                     b"".join(positions[4 * i:4 * i + 4] for i in rows), document * len(rows))
 

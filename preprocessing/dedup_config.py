@@ -98,17 +98,6 @@ def copy_digests(lines: list[str], span_sentences: int) -> tuple[bytes, list[byt
                       for i in range(len(lines) - n + 1 if n else 0)]
 
 
-def span_entries(lines: list[str], span_sentences: int) -> list[tuple[bytes, int]]:
-    """`(digest of the normalised span, position)` for every run of `span_sentences` lines (none if shorter):
-    the span's `near_duplicates.text_digest`, each line normalised once.
-
-    Example:
-      >>> [p for _, p in span_entries(["a", "b", "c", "d"], 3)]
-      [0, 1]
-    """
-    return [(digest, i) for i, digest in enumerate(copy_digests(lines, span_sentences)[1])]
-
-
 def remove_positions(lines: list[str], starts, span_sentences: int) -> list[str]:
     """`lines` without the spans starting at `starts`.
 

@@ -56,6 +56,11 @@ def by_range(keys: list[int], ranges: int):
         yield key_range, groups[key_range]
 
 
+def digest_key(digest: bytes) -> int:
+    """A digest's first 8 bytes as a non-negative int (its first uint64 column): its key for `by_range`."""
+    return int.from_bytes(digest[:8], "little")
+
+
 def repeated_runs(order: np.ndarray, *keys: np.ndarray):
     """Entries sorted by `order` (equal keys adjacent) -> the index arrays (into the entries, in `order`'s
     order) of every key that occurs at least twice. `keys`: one or more `[k]` arrays that together are the

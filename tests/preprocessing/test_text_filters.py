@@ -92,20 +92,21 @@ TRICKY = list("aZ _-.,!?\t ") + ["\u03a3", "\u03c3", "\u0391", "\u0301", "\u0308
 
 
 def test_span_digests_are_the_digests_of_the_joined_lines():
-    """`span_entries` normalises each line once: the same digests as the span's lines joined by new lines, also
-    for final sigmas, combining marks, jamo, ligatures and lines of punctuation only."""
+    """`copy_digests` normalises each line once: the same digests as the span's (and the document's) lines
+    joined by new lines, also for final sigmas, combining marks, jamo, ligatures and lines of punctuation only."""
     rng = random.Random(2)
     for _ in range(3000):
         lines = ["".join(rng.choice(TRICKY) for _ in range(rng.randrange(6))) for _ in range(rng.randrange(3, 6))]
         want = [near_duplicates.text_digest("\n".join(lines[i:i + 3])) for i in range(len(lines) - 2)]
-        assert [d for d, _ in dedup_config.span_entries(lines, 3)] == want, lines
+        document, spans = dedup_config.copy_digests(lines, 3)
+        assert spans == want and document == near_duplicates.text_digest("\n".join(lines)), lines
 
 
-def test_span_entries_and_removal():
+def test_span_digests_and_removal():
     lines = ["A b.", "C d.", "E f.", "G h."]
-    entries = dedup_config.span_entries(lines, 3)
-    assert [p for _, p in entries] == [0, 1] and entries[0][0] == dedup_config.span_entries(["a B", "c D", "e F"], 3)[0][0]
-    assert dedup_config.span_entries(lines[:2], 3) == []
-    assert [d for d, _ in entries] == [near_duplicates.text_digest("\n".join(lines[i:i + 3])) for i in (0, 1)]
+    _, spans = dedup_config.copy_digests(lines, 3)
+    assert len(spans) == 2 and spans[0] == dedup_config.copy_digests(["a B", "c D", "e F"], 3)[1][0]
+    assert dedup_config.copy_digests(lines[:2], 3)[1] == [] and dedup_config.copy_digests(lines, 0)[1] == []
+    assert spans == [near_duplicates.text_digest("\n".join(lines[i:i + 3])) for i in (0, 1)]
     assert dedup_config.remove_positions(lines, [0, 1], 3) == []
     assert dedup_config.remove_positions(lines, [1], 2) == ["A b.", "G h."]
