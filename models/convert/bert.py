@@ -1,11 +1,18 @@
 """BERT weights between this project's model and google-research/bert's TF1 checkpoints or HuggingFace safetensors.
 
-`WEIGHTS` lists every weight once: google-research's variable name, HuggingFace's tensor name and the Keras
-weight path here, with how the layout differs. The canonical layout is google-research's (dense kernels
-`[in, out]`); HuggingFace's linear weights are the transpose (`[out, in]`), and keras-hub's attention keeps
-heads apart (`query/kernel` `[H, heads, H / heads]`, `attention_output/kernel` `[heads, H / heads, H]`).
-The masked-LM decoder is tied to the word embeddings in all three (HuggingFace may store a copy: it must be
-equal); the next-sentence weights are `[2, H]` in both sources and `[H, 2]` here.
+`weights(num_layers, tie_output)` lists every weight once: google-research's variable name, HuggingFace's
+tensor name and the Keras weight path here, with how the layout differs. The canonical layout is
+google-research's (dense kernels `[in, out]`); HuggingFace's linear weights are the transpose (`[out, in]`),
+and keras-hub's attention keeps heads apart (`query/kernel` `[H, heads, H / heads]`,
+`attention_output/kernel` `[heads, H / heads, H]`). The next-sentence weights are `[2, H]` in both sources
+and `[H, 2]` here.
+
+The masked-LM decoder: a tied model (`tie_output`, google-research's only kind) reuses the word embeddings;
+HuggingFace may store a copy, which must be equal. An untied model (the tiny presets) has an output matrix
+of its own, `mlm_head/output_kernel` `[H, V]`: HuggingFace's `cls.predictions.decoder.weight` `[V, H]` with
+`"tie_word_embeddings": false` in config.json (and `cls.predictions.decoder.bias`, which HuggingFace uses
+instead of `cls.predictions.bias` once nothing is tied). google-research's checkpoint has no place for it:
+`--to bert_tf1` refuses such a model (`models/convert/formats.py` says what each format can carry).
 
 google-research's `hidden_act: "gelu"` is the tanh approximation (its `modeling.gelu`), HuggingFace's is
 exact; both map to this project's `hidden_act` names. The pooler and the two heads may be absent from a
@@ -57,8 +64,9 @@ def _norm(tf1, hf, path, group="encoder"):
             Weight(f"{tf1}/beta", f"{hf}.bias", f"{path}/beta", group=group)]
 
 
-def weights(num_layers: int) -> list[Weight]:
-    """Every weight of the pretrainer, embeddings first, in the order errors report them."""
+def weights(num_layers: int, tie_output: bool = True) -> list[Weight]:
+    """Every weight of the pretrainer, embeddings first, in the order errors report them. An untied model
+    (`tie_output=False`) has the masked-LM output matrix too, which only HuggingFace names (`tf1` empty)."""
     rows = [Weight("bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight",
                    "token_embedding/embeddings"),
             Weight("bert/embeddings/position_embeddings", "embeddings.position_embeddings.weight",
@@ -84,6 +92,8 @@ def weights(num_layers: int) -> list[Weight]:
                    group="mlm")
     rows += _norm("cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm",
                   "mlm_head/intermediate_layer_norm", group="mlm")
+    if not tie_output:  # [H, V] here and canonically, HuggingFace's decoder [V, H]
+        rows.append(Weight("", "cls.predictions.decoder.weight", "mlm_head/output_kernel", linear=True, group="mlm"))
     rows += [Weight("cls/predictions/output_bias", "cls.predictions.bias", "mlm_head/output_bias", group="mlm"),
              Weight("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", "nsp_head/kernel",
                     "transpose", group="nsp"),
@@ -139,6 +149,9 @@ def config_from_json(payload: dict, source: str, hf: bool) -> BertConfig:
     if isinstance(hidden, int) and isinstance(heads, int) and (heads < 1 or hidden % heads):
         raise ConversionError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}: "
                               f"each head takes hidden_size / num_attention_heads dimensions; fix the config")
+    tied = payload.get("tie_word_embeddings", True) if hf else True  # google-research: always tied
+    if not isinstance(tied, bool):
+        raise ConversionError(f"{source}: tie_word_embeddings {tied!r} is not true or false")
     try:
         return BertConfig(vocab_size=payload["vocab_size"], num_layers=payload["num_hidden_layers"],
                           hidden_size=payload["hidden_size"], num_heads=payload["num_attention_heads"],
@@ -147,12 +160,13 @@ def config_from_json(payload: dict, source: str, hf: bool) -> BertConfig:
                           max_position_embeddings=payload.get("max_position_embeddings", 512),
                           type_vocab_size=payload.get("type_vocab_size", 2),
                           initializer_range=payload.get("initializer_range", 0.02),
-                          layer_norm_epsilon=payload.get("layer_norm_eps", 1e-12))
+                          layer_norm_epsilon=payload.get("layer_norm_eps", 1e-12), tie_output=tied)
     except KeyError as e:
         raise ConversionError(f"{source} lacks {e.args[0]!r}") from None
 
 
 def config_to_json(config: BertConfig, hf: bool) -> dict:
+    """The target's config file; `formats.check` has already refused what it cannot say."""
     shared = {"vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
               "num_hidden_layers": config.num_layers, "num_attention_heads": config.num_heads,
               "intermediate_size": config.intermediate_size, "hidden_dropout_prob": config.dropout,
@@ -163,7 +177,8 @@ def config_to_json(config: BertConfig, hf: bool) -> dict:
         return {**shared, "hidden_act": "relu" if config.hidden_act == "relu" else "gelu"}
     act = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}[config.hidden_act]
     return {"architectures": ["BertForPreTraining"], "model_type": "bert", **shared, "hidden_act": act,
-            "layer_norm_eps": config.layer_norm_epsilon, "pad_token_id": 0, "position_embedding_type": "absolute"}
+            "layer_norm_eps": config.layer_norm_epsilon, "pad_token_id": 0, "position_embedding_type": "absolute",
+            "tie_word_embeddings": config.tie_output}
 
 
 def nearest_preset(config: BertConfig) -> str:
@@ -180,7 +195,7 @@ def load(model, config: BertConfig, tensors, source: str, hf: bool) -> list[str]
     """Assigns the checkpoint's tensors to `model` by name. `tensors`: a `TensorSource`. Returns the optional
     groups that the checkpoint lacks (kept freshly initialised)."""
     shapes = {v.path: tuple(v.shape) for v in model.weights}
-    rows = weights(config.num_layers)
+    rows = weights(config.num_layers, config.tie_output)
     names = {row.path: _find(row, tensors, hf) for row in rows}
     missing_groups = []
     for group in OPTIONAL_GROUPS:
@@ -208,8 +223,10 @@ def load(model, config: BertConfig, tensors, source: str, hf: bool) -> list[str]
         array = array.T if hf and row.linear else array
         arrays[row.path] = to_ours(array, row.layout, shapes[row.path])
     _check_leftovers(tensors, set(n for n in names.values() if n), source)
-    if hf:
+    if hf and config.tie_output:
         _check_tied_decoder(tensors, arrays["token_embedding/embeddings"], source)
+    elif hf and "mlm_head/output_bias" in arrays:
+        arrays["mlm_head/output_bias"] = _untied_decoder_bias(tensors, arrays["mlm_head/output_bias"], source)
     assign(model, arrays)
     return missing_groups
 
@@ -235,8 +252,23 @@ def _check_leftovers(tensors, used: set, source: str) -> None:
 def _check_tied_decoder(tensors, embeddings: np.ndarray, source: str) -> None:
     for name in ("cls.predictions.decoder.weight", "bert.cls.predictions.decoder.weight"):
         if tensors.has(name) and not np.array_equal(tensors.get(name), embeddings):
-            raise ConversionError(f"{source}: {name} differs from the word embeddings; this project's masked-LM "
-                                  f"decoder is tied to them")
+            raise ConversionError(f"{source}: {name} differs from the word embeddings, but the config ties them "
+                                  f"(tie_word_embeddings absent or true); if the decoder is its own, set "
+                                  f"\"tie_word_embeddings\": false in config.json")
+
+
+def _untied_decoder_bias(tensors, bias: np.ndarray, source: str) -> np.ndarray:
+    """An untied HuggingFace model computes with `cls.predictions.decoder.bias` (tied to `cls.predictions.bias`
+    only when the embeddings are): use it when present; two different biases are an error."""
+    name = "cls.predictions.decoder.bias"
+    if not tensors.has(name):
+        return bias
+    check_shape(name, tensors.shape(name), bias.shape, source)
+    decoder_bias = tensors.get(name)
+    if not np.array_equal(decoder_bias, bias):
+        raise ConversionError(f"{source}: {name} differs from cls.predictions.bias; which one the masked-LM "
+                              f"output uses depends on the transformers version: make them equal")
+    return decoder_bias
 
 
 class TF1Tensors:
@@ -356,12 +388,15 @@ def canonical_tensors(model, config: BertConfig, hf: bool) -> dict:
     """{source name: array} of every weight of `model`, in the target format's names and layouts."""
     ours = read_weights(model)
     out = {}
-    for row in weights(config.num_layers):
+    for row in weights(config.num_layers, config.tie_output):
         array = np.ascontiguousarray(from_ours(ours[row.path], row.layout), dtype=np.float32)
         if hf:
             out[hf_name(row)] = np.ascontiguousarray(array.T) if row.linear else array
         else:
+            assert row.tf1, f"{row.path} has no google-research name (formats.check refuses such a model)"
             out[row.tf1] = array
+    if hf and not config.tie_output:  # what HuggingFace computes with once nothing is tied
+        out["cls.predictions.decoder.bias"] = out["cls.predictions.bias"].copy()
     return out
 
 

