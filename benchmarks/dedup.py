@@ -35,7 +35,8 @@ with the same interpreter on the same corpora and vocabulary, each right after t
 checkout, so both see the same machine load; its quality is measured too.
 
 Each run appends its figures (the baseline's beside them), the commit, the CPU model and the load average
-to `benchmarks/dedup_results.jsonl` and prints the change against the last run on the same CPU model.
+to `benchmarks/results/dedup.jsonl` and prints the change against the last run on the same CPU model and
+instruction sets (`benchmarks.history.cpu_isa`).
 """
 
 import argparse
@@ -54,7 +55,7 @@ from benchmarks import _proc, history
 from preprocessing import near_duplicates
 
 RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dedup_results.jsonl")
+RESULTS = os.path.join(history.RESULTS_DIR, "dedup.jsonl")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -279,12 +280,14 @@ def _jobs_in_one_process(root: str, jobs: list, out: str) -> list[tuple]:
 def record(figures: dict) -> None:
     """Appends to the results file and prints the change against the last run on the same CPU model."""
     commit, dirty = history.git_commit(ROOT)
-    entry = {"commit": commit, "dirty": dirty, "cpu": history.cpu_model(), "cpus": os.cpu_count(),
+    entry = {"commit": commit, "dirty": dirty, "cpu": history.cpu_model(), "cpu_isa": history.cpu_isa(),
+             "cpus": os.cpu_count(),
              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **figures}
     last = None
     if os.path.exists(RESULTS):
         same = [json.loads(line) for line in open(RESULTS) if line.strip()]
-        last = next((e for e in reversed(same) if e.get("cpu") == entry["cpu"]), None)
+        last = next((e for e in reversed(same) if (e.get("cpu"), e.get("cpu_isa")) == (entry["cpu"], entry["cpu_isa"])),
+                    None)
     for key in ("precision", "recall"):
         if last and key in last.get("quality", {}) and key in figures.get("quality", {}):
             print(f"{key}: {last['quality'][key]} -> {figures['quality'][key]} (last run {last['commit']})")

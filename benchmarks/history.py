@@ -7,10 +7,12 @@ One JSON object per line and figure:
     {"benchmark": "pretraining_data", "metric": "instances_per_cpu_s", "value": 20310.0,
      "higher_is_better": true, "workload": "pretrain.txt.gz dupe 5 seq 128, default runner",
      "total_cpu_s": 25.6, "fixed_cpu_s": 8.1, "commit": "e3b11e2", "dirty": false,
-     "cpu_model": "AMD EPYC", "cpus": 2, "time": "2026-12-01T22:30:00Z"}
+     "cpu_model": "AMD EPYC", "cpu_isa": "avx2", "cpus": 2, "time": "2026-12-01T22:30:00Z"}
 
-A figure compares with the last line of the same benchmark, metric and workload on the same `cpu_model`
-(figures from other machines are kept, never compared). The verdict says `WORSE` when the figure is more than
+A figure compares with the last line of the same benchmark, metric and workload on the same `cpu_model` *and*
+`cpu_isa`: the instruction sets that change these figures (`ISA_FLAGS`: AVX2, AVX-512, its bfloat16, AMX),
+since one model name covers machines with and without AVX-512. Figures from other machines, and lines written
+before `cpu_isa` was recorded, are kept and never compared. The verdict says `WORSE` when the figure is more than
 `WORSE_BY` (20%) worse *and* the workload was large enough to tell: its marginal work (`total_cpu_s -
 fixed_cpu_s`) at least `LARGE_ENOUGH` (3) times the fixed cost, since a fixed cost of seconds (imports,
 worker start-up) shifts a small run's figure by more than any real change. Without those two numbers, or
@@ -29,6 +31,8 @@ import platform
 import subprocess
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# The /proc/cpuinfo flags that move CPU figures here (oneDNN and XLA kernels, bfloat16 paths), in this order.
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 WORSE_BY = 0.20
 LARGE_ENOUGH = 3.0
 
@@ -65,15 +69,17 @@ def large_enough(total_cpu_s: float | None, fixed_cpu_s: float | None) -> bool |
     return total_cpu_s - fixed_cpu_s >= LARGE_ENOUGH * fixed_cpu_s
 
 
-def entry(benchmark: str, figure: Figure, commit: str, dirty: bool, cpu_model: str, cpus: int, when: str) -> dict:
+def entry(benchmark: str, figure: Figure, commit: str, dirty: bool, cpu_model: str, cpus: int, when: str,
+          cpu_isa: str = "") -> dict:
     """The results file's line for a figure."""
     return {"benchmark": benchmark, **dataclasses.asdict(figure), "commit": commit, "dirty": dirty,
-            "cpu_model": cpu_model, "cpus": cpus, "time": when}
+            "cpu_model": cpu_model, "cpu_isa": cpu_isa, "cpus": cpus, "time": when}
 
 
 def compare(history: list[dict], new: dict) -> dict | None:
-    """The last entry of `history` with the same benchmark, metric, workload and CPU model as `new`."""
-    key = ("benchmark", "metric", "workload", "cpu_model")
+    """The last entry of `history` with the same benchmark, metric, workload, CPU model and instruction sets
+    as `new` (an entry without `cpu_isa` matches nothing)."""
+    key = ("benchmark", "metric", "workload", "cpu_model", "cpu_isa")
     same = [e for e in history if all(e.get(k) == new.get(k) for k in key)]
     return same[-1] if same else None
 
@@ -89,12 +95,12 @@ def verdict(previous: dict | None, new: dict) -> str:
     """One line: the figure, and against the last recorded one on the same CPU model."""
     head = f"{new['benchmark']} {new['metric']} {_number(new['value'])}"
     if previous is None:
-        return f"{head}: first figure for this workload on {new['cpu_model']}"
+        return f"{head}: first figure for this workload on {new['cpu_model']} ({new.get('cpu_isa') or 'ISA unknown'})"
     worse = change(previous, new)
     against = (f"{_number(previous['value'])} at {previous['commit']}{' (dirty)' if previous.get('dirty') else ''}"
                f" ({previous['time'][:10]})")
     ratio = new["value"] / previous["value"] if previous["value"] else float("nan")
-    line = f"{head} against {against} on {new['cpu_model']}: {ratio:.2f}x"
+    line = f"{head} against {against} on {new['cpu_model']} ({new.get('cpu_isa') or 'ISA unknown'}): {ratio:.2f}x"
     if worse <= WORSE_BY:
         return line + (" (better)" if worse < 0 else " (within 20%)")
     size = large_enough(new.get("total_cpu_s"), new.get("fixed_cpu_s"))
@@ -130,6 +136,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_isa(path: str = "/proc/cpuinfo") -> str:
+    """The `ISA_FLAGS` this CPU reports, joined by "+" (`avx2`, `avx2+avx512f+avx512_bf16`); "" when
+    /proc/cpuinfo cannot be read. `ONEDNN_MAX_CPU_ISA=AVX2` on an AVX-512 machine is noted as
+    `+onednn_avx2` (oneDNN limited, XLA's own kernels not)."""
+    try:
+        with open(path) as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return ""
+    isa = "+".join(flag for flag in ISA_FLAGS if flag in flags)
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() == "AVX2" and "avx512f" in flags:
+        isa += "+onednn_avx2"
+    return isa
+
+
+def machine() -> str:
+    """The machine in words, for every printed time: `AMD EPYC, AVX2 (no AVX-512), 2 cores`."""
+    isa = cpu_isa().split("+")
+    width = ("AVX-512 limited to AVX2 in oneDNN" if "onednn_avx2" in isa else
+             "AVX-512" + (" with bf16" if "avx512_bf16" in isa else "") if "avx512f" in isa else
+             "AVX2 (no AVX-512)" if "avx2" in isa else "no AVX2")
+    return f"{cpu_model()}, {width}{', AMX' if 'amx_tile' in isa else ''}, {os.cpu_count() or 0} cores"
+
+
 def git_commit(root: str | None = None) -> tuple[str, bool]:
     """(short commit of the checkout at `root` (default: this one), whether tracked files differ from it);
     ("unknown", False) outside git."""
@@ -150,7 +180,7 @@ def record(benchmark: str, figures: list[Figure], results_dir: str = RESULTS_DIR
     history = read(path)
     commit, dirty = git_commit()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    new = [entry(benchmark, f, commit, dirty, cpu_model(), os.cpu_count() or 0, when) for f in figures]
+    new = [entry(benchmark, f, commit, dirty, cpu_model(), os.cpu_count() or 0, when, cpu_isa()) for f in figures]
     lines = [verdict(compare(history, e), e) for e in new]
     os.makedirs(results_dir, exist_ok=True)
     with open(path, "a") as f:

@@ -7,15 +7,39 @@ from benchmarks import history
 from benchmarks.history import Figure
 
 
-def entry(value, commit="aaa", cpu="AMD EPYC", workload="w", total=40.0, fixed=8.0, higher=True):
+def entry(value, commit="aaa", cpu="AMD EPYC", workload="w", total=40.0, fixed=8.0, higher=True, isa="avx2"):
     figure = Figure("instances_per_cpu_s", value, higher, workload, total, fixed)
-    return history.entry("pretraining_data", figure, commit, False, cpu, 2, "2026-12-01T22:00:00Z")
+    return history.entry("pretraining_data", figure, commit, False, cpu, 2, "2026-12-01T22:00:00Z", isa)
 
 
 def test_compare_finds_the_last_figure_of_the_same_workload_on_the_same_cpu_model():
     past = [entry(100, "a"), entry(110, "b"), entry(500, "c", cpu="Intel Xeon"), entry(90, "d", workload="other")]
     assert history.compare(past, entry(105))["commit"] == "b"
     assert history.compare(past, entry(105, cpu="Apple M2")) is None
+
+
+def test_one_cpu_model_with_and_without_avx512_is_two_machines():
+    """Both kinds of machine here report "AMD EPYC": the instruction sets keep their figures apart, and a line
+    recorded before `cpu_isa` existed is compared with nothing."""
+    legacy = entry(300, "old")
+    del legacy["cpu_isa"]
+    past = [legacy, entry(100, "avx512", isa="avx2+avx512f+avx512_bf16"), entry(60, "avx2")]
+    assert history.compare(past, entry(62))["commit"] == "avx2"
+    assert history.compare(past, entry(99, isa="avx2+avx512f+avx512_bf16"))["commit"] == "avx512"
+    assert history.compare([legacy], entry(62)) is None
+    assert "(avx2)" in history.verdict(None, entry(62))
+
+
+def test_cpu_isa_reads_the_flags_that_matter(tmp_path, monkeypatch):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu sse avx2 fma avx512f avx512bw avx512_bf16\n")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert history.cpu_isa(str(info)) == "avx2+avx512f+avx512_bf16"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert history.cpu_isa(str(info)) == "avx2+avx512f+avx512_bf16+onednn_avx2"
+    info.write_text("flags : fpu sse avx avx2\n")
+    assert history.cpu_isa(str(info)) == "avx2"
+    assert history.cpu_isa(str(tmp_path / "missing")) == ""
 
 
 def test_verdict_says_worse_only_beyond_20_percent_on_a_large_enough_workload():
@@ -49,5 +73,6 @@ def test_record_appends_lines_and_compares_with_the_file(tmp_path, capsys):
     lines = [json.loads(line) for line in (tmp_path / "bench.jsonl").read_text().splitlines()]
     assert [e["value"] for e in lines] == [100.0, 50.0]
     assert set(lines[0]) == {"benchmark", "metric", "value", "higher_is_better", "workload", "total_cpu_s",
-                             "fixed_cpu_s", "commit", "dirty", "cpu_model", "cpus", "time"}
+                             "fixed_cpu_s", "commit", "dirty", "cpu_model", "cpu_isa", "cpus", "time"}
     assert lines[0]["cpu_model"] == history.cpu_model() and "WORSE" in capsys.readouterr().out
+    assert lines[0]["cpu_isa"] == history.cpu_isa()
