@@ -196,6 +196,7 @@ def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
     lower = bool(data.get("lower_case", True))
     if fmt == "keras_hub":
         files = keras_hub_bert.write(model, config, output, vocab, lower, data.get("max_seq_length") or BERT_DEFAULT_SEQ)
+        return {"output": output, "format": fmt, "files": files, "not_written": keras_hub_bert.NOT_WRITTEN}
     elif fmt == "hf_gpt":
         files = hf_gpt.write(model, config, output, vocab, lower)
     elif kind == "bert":
@@ -219,6 +220,8 @@ def main(argv=None) -> int:
                 print(f"not in the checkpoint, freshly initialised: {', '.join(result['fresh'])}", file=sys.stderr)
         else:
             result = export_checkpoint(args.target, args.model_dir, args.output)
+            for part, why in result.get("not_written", {}).items():
+                print(f"not written: {part} ({why})", file=sys.stderr)
     except FileNotFoundError as e:
         from preprocessing.user_errors import UserError
 

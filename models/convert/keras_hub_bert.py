@@ -29,6 +29,10 @@ from models.convert.common import ConversionError, assign, read_json, read_weigh
 BACKBONE_CLASS = "BertBackbone"
 VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 FRESH = ["mlm", "nsp"]  # what an imported preset leaves freshly initialised (the pooler comes with it)
+# What `--to keras_hub` leaves out, and why (printed with the result).
+NOT_WRITTEN = {"mlm": "keras-hub's BertMaskedLM head has an exact GELU and layer norm epsilon 1e-5 fixed, beside a "
+                      "tanh-GELU backbone: it cannot compute this model's head",
+               "nsp": "keras-hub has no next-sentence head"}
 
 
 def write(model, config: BertConfig, output: str, vocab, lower_case: bool, max_seq_length: int) -> list[str]:
