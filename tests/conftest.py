@@ -48,6 +48,15 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """kind -> `TinyModel` (model_dir, export_dir): one tiny trained and exported model per family, built once
+    per test session and shared by every test and xdist worker (tests/fixtures/tiny_models.py). Read-only:
+    a test that changes one copies it first (`tests.fixtures.tiny_models.copy_of`)."""
+    from tests.fixtures import tiny_models as built
+    return built.tiny_models(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def tiny_vocab():
     from preprocessing.vocabulary import Vocabulary
     return Vocabulary(TINY_TOKENS)
