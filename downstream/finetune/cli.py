@@ -284,18 +284,15 @@ def compile_model(model, task: str, config: FinetuneConfig, steps: int) -> None:
 
 def train(model, encoded: EncodedExamples, config: FinetuneConfig, log=print) -> list[float]:
     import tensorflow as tf
-    import tf_keras
+
+    from downstream.finetune.progress import progress_callback
 
     n = len(next(iter(encoded.y.values())))
     parts = (encoded.x, encoded.y) if encoded.weights is None else (encoded.x, encoded.y, encoded.weights)
     data = tf.data.Dataset.from_tensor_slices(parts).shuffle(n, seed=config.seed, reshuffle_each_iteration=True)
     data = data.batch(config.batch_size).prefetch(2)
-
-    class Progress(tf_keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            log(f"epoch {epoch + 1}/{config.epochs}: " + ", ".join(f"{k} {v:.4f}" for k, v in (logs or {}).items()))
-
-    history = model.fit(data, epochs=config.epochs, verbose=0, callbacks=[Progress()])
+    progress = progress_callback(config.epochs * -(-n // config.batch_size), config.epochs, config.batch_size, log)
+    history = model.fit(data, epochs=config.epochs, verbose=0, callbacks=[progress])
     return [float(v) for v in history.history["loss"]]
 
 
