@@ -195,7 +195,8 @@ def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
                         os.path.join(model_dir, families.CONFIG_FILE))
     lower = bool(data.get("lower_case", True))
     if fmt == "keras_hub":
-        files = keras_hub_bert.write(model, config, output, vocab, lower, data.get("max_seq_length") or BERT_DEFAULT_SEQ)
+        seq = data.get("max_seq_length") or BERT_DEFAULT_SEQ
+        files = keras_hub_bert.write(model, config, output, vocab, lower, seq)
         return {"output": output, "format": fmt, "files": files, "not_written": keras_hub_bert.NOT_WRITTEN}
     elif fmt == "hf_gpt":
         files = hf_gpt.write(model, config, output, vocab, lower)

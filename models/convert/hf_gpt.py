@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from models.convert.bert import SafetensorsTensors, safetensors_files
+from models.convert.sources import SafetensorsTensors, safetensors_files
 from models.convert.common import ConversionError, assign, beside, check_shape, read_json, read_weights
 from models.gpt import GptConfig
 

@@ -242,7 +242,8 @@ def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, con
     with open(tmp_path / "tf1" / "bert_config.json") as f:
         assert json.load(f)["num_hidden_layers"] == 2
 
-    for fmt, source, folder in (("hf_bert", converted, tmp_path / "hf"), ("bert_tf1", converted_tanh, tmp_path / "tf1")):
+    for fmt, source, folder in (("hf_bert", converted, tmp_path / "hf"),
+                                ("bert_tf1", converted_tanh, tmp_path / "tf1")):
         before = read_weights(families.load_model(source)[1])
         again = str(tmp_path / f"back_{fmt}")
         assert _convert("--from", fmt, "--checkpoint", folder, "--model_dir", again) == 0
