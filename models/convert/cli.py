@@ -101,14 +101,13 @@ def _read(fmt: str, kind: str, checkpoint: str, config_path: str | None, vocab_p
     from models.convert import keras_hub_bert
     from models.convert.common import beside
 
-    vocab_path = vocab_path or beside(checkpoint, families.VOCAB_FILE)
-    if fmt == "keras_hub":
+    if fmt == "keras_hub":  # the preset's own vocabulary unless --vocab
         preset = keras_hub_bert.read(checkpoint)
-        vocab = _vocabulary(vocab_path if os.path.exists(vocab_path) else preset.vocab_path,
-                            preset.config.vocab_size, preset.config_path)
+        vocab = _vocabulary(vocab_path or preset.vocab_path, preset.config.vocab_size, preset.config_path)
         seq = max_seq_length or preset.sequence_length or min(BERT_DEFAULT_SEQ, preset.config.max_position_embeddings)
         return (preset.config, vocab, seq, preset.lower_case, convert_bert.nearest_preset(preset.config),
                 lambda model: keras_hub_bert.load(model, preset))
+    vocab_path = vocab_path or beside(checkpoint, families.VOCAB_FILE)
     if fmt == "hf_gpt":
         config, tensors, config_path, vocab_path = hf_gpt.read_source(checkpoint, config_path, vocab_path)
         vocab = _vocabulary(vocab_path, config.vocab_size, config_path)
