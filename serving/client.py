@@ -73,6 +73,11 @@ class RestClient:
             except (ValueError, KeyError, TypeError):
                 message = text
             raise ServerError(e.code, message) from None
+        except (urllib.error.URLError, OSError) as e:  # down, refused, unresolvable, timed out: as gRPC says it
+            reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+            code = "DEADLINE_EXCEEDED" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
+                else "UNAVAILABLE"
+            raise ServerError(code, f"cannot reach {self.url}: {reason}") from None
 
     def predict(self, model: str, instances: list | None = None, inputs=None, signature_name: str | None = None,
                 version: int | None = None, label: str | None = None) -> dict:
@@ -276,8 +281,34 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def read_body(path: str) -> dict:
+    """The request body in `--json FILE`: a JSON object; ValueError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            body = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--json {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"--json {path} is a folder; give a file holding a request body") from None
+    except OSError as e:
+        raise ValueError(f"--json {path} cannot be read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--json {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--json {path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(body, dict):
+        raise ValueError(f"--json {path} holds a JSON {type(body).__name__}, not an object such as "
+                         f'{{"instances": [...]}}, {{"inputs": ...}} or {{"examples": [...]}}')
+    return body
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    try:
+        body = read_body(args.json) if args.json and not (args.status or args.metadata) else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     client = RestClient(args.server, args.timeout) if args.server else GrpcClient(args.grpc, args.timeout)
     where = dict(version=args.version, label=args.label)
     try:
@@ -286,8 +317,6 @@ def main(argv=None) -> int:
         elif args.metadata:
             result = client.metadata(args.model, **where)
         elif args.json:
-            with open(args.json, encoding="utf-8") as f:
-                body = json.load(f)
             if args.signature:
                 body["signature_name"] = args.signature
             result = client.send(args.model, body, args.method, **where)
@@ -300,6 +329,11 @@ def main(argv=None) -> int:
     except ServerError as e:
         print(f"error: {e.status}: {e.message}", file=sys.stderr)
         return 1
+    except (KeyError, TypeError, ValueError) as e:  # a body of the wrong shape for --method (no "examples", ...)
+        if not args.json:
+            raise
+        print(f"error: --json {args.json}: not a {args.method} request body ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 

@@ -367,6 +367,9 @@ class Reactor:
         encoding = ",".join(headers.get("transfer-encoding", [])).strip().lower()
         lengths = {v for v in headers.get("content-length", [])}
         connection.body_start = end
+        if encoding not in ("", "identity") and lengths:  # RFC 9112 6.1: framed either way, a smuggling risk
+            self._dispatch(connection, head)  # the parser answers its 400 and the connection is closed
+            return False
         if encoding == "chunked":
             connection.chunked = True
             self._continue(connection, head, headers)

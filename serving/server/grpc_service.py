@@ -1,7 +1,10 @@
 """TF Serving's gRPC API over a ModelManager: PredictionService (Predict, GetModelMetadata, Classify, Regress,
 MultiInference) and ModelService.GetModelStatus, with TF Serving's status codes (NOT_FOUND, INVALID_ARGUMENT, ...).
 
-`make_grpc_server(manager, host, port, max_message_bytes)` -> (started grpc.Server, bound port).
+`make_grpc_server(manager, host, port, max_message_bytes)` -> (started grpc.Server, bound port). A Predict's
+tensors are checked before any array is made: each one's values must match its shape (TF's parser would
+repeat a short list's last value up to the shape), and all of them together hold at most `max_elements`
+(`--max_elements_per_request`); otherwise INVALID_ARGUMENT.
 """
 
 import logging
@@ -49,14 +52,14 @@ def _guarded(method):
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
-    def __init__(self, manager: ModelManager, max_new_tokens: int = 256):
-        self.manager, self.max_new_tokens = manager, max_new_tokens
+    def __init__(self, manager: ModelManager, max_new_tokens: int = 256, max_elements: int | None = None):
+        self.manager, self.max_new_tokens, self.max_elements = manager, max_new_tokens, max_elements
 
     @_guarded
     def Predict(self, request, context):
         servable = resolve(self.manager, request.model_spec)
         key, signature = servable.signature(request.model_spec.signature_name)
-        inputs = inputs_from_protos(signature, request.inputs)
+        inputs = inputs_from_protos(signature, request.inputs, self.max_elements)
         check_generation_inputs(inputs, self.max_new_tokens)
         outputs = servable.predict(key, inputs, tuple(request.output_filter))
         response = predict_pb2.PredictResponse()
@@ -173,12 +176,13 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def make_grpc_server(manager: ModelManager, host: str, port: int, max_message_bytes: int,
-                     max_new_tokens: int = 256, threads: int = 16) -> tuple[grpc.Server, int]:
+                     max_new_tokens: int = 256, threads: int = 16,
+                     max_elements: int | None = None) -> tuple[grpc.Server, int]:
     options = [("grpc.max_receive_message_length", max_message_bytes),
                ("grpc.max_send_message_length", -1)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(manager, max_new_tokens),
-                                                                      server)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(manager, max_new_tokens, max_elements), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if not bound:

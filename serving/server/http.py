@@ -74,7 +74,7 @@ RANGES = {"rest_api_port": (0, 65535), "grpc_port": (0, 65535), "file_system_pol
           "rest_api_timeout_in_ms": (1, 3_600_000), "max_instances_per_request": (1, 1_000_000),
           "max_new_tokens": (1, 1_000_000), "rest_api_header_timeout_in_ms": (1, 3_600_000),
           "rest_api_max_connections": (1, 100_000), "rest_api_max_connections_per_client": (1, 100_000),
-          "rest_api_max_inflight_bytes": (1, 2 ** 40)}
+          "rest_api_max_inflight_bytes": (1, 2 ** 40), "max_elements_per_request": (1, 2 ** 31 - 1)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +96,8 @@ class ServerOptions:
       rest_api_max_connections: open REST connections in all; more are refused at once (503).
       rest_api_max_connections_per_client: open REST connections from one IP address; more are refused (503).
       rest_api_max_inflight_bytes: REST request bodies held or served at once; a request over it gets 503.
+      max_elements_per_request: the most tensor elements (all inputs together, as their shapes declare) of one
+        gRPC Predict; a tensor whose values do not match its shape is refused whatever its size.
     """
 
     rest_api_host: str = "127.0.0.1"
@@ -113,6 +115,7 @@ class ServerOptions:
     rest_api_max_connections: int = 1024
     rest_api_max_connections_per_client: int = 512
     rest_api_max_inflight_bytes: int = 128 << 20
+    max_elements_per_request: int = 1 << 24
 
     def __post_init__(self):
         for name, (low, high) in RANGES.items():
@@ -243,7 +246,8 @@ class ModelServer:
         self.rest_port = self._http.server_address[1]
         if options.grpc_port is not None:
             self._grpc, self.grpc_port = make_grpc_server(self.manager, options.rest_api_host, options.grpc_port,
-                                                          options.max_request_bytes, options.max_new_tokens)
+                                                          options.max_request_bytes, options.max_new_tokens,
+                                                          max_elements=options.max_elements_per_request)
         self._spawn(self._http.serve_forever, "rest")
         if options.file_system_poll_wait_seconds > 0:
             self._spawn(self._poll, "poll")
@@ -306,12 +310,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rest_api_timeout_in_ms", type=int, default=ServerOptions.rest_api_timeout_in_ms,
                         help="longest wait for a slow REST client")
     for name in ("rest_api_header_timeout_in_ms", "rest_api_max_connections", "rest_api_max_connections_per_client",
-                 "rest_api_max_inflight_bytes"):
+                 "rest_api_max_inflight_bytes", "max_elements_per_request"):
         parser.add_argument(f"--{name}", type=int, default=getattr(ServerOptions, name))
     parser.add_argument("--max_instances_per_request", type=int, default=ServerOptions.max_instances_per_request)
     parser.add_argument("--max_new_tokens", type=int, default=ServerOptions.max_new_tokens,
                         help="largest generation length a request may ask for")
     return parser.parse_args(argv)
+
+
+def export_hint(base_path: str) -> None:
+    """Raises ValueError when `base_path` has no version folders but is an export dir of `serving.export`
+    (its versions are under `serving/<model>/`), naming what to give instead."""
+    names = os.listdir(base_path)
+    if any(n.isdigit() for n in names):
+        return
+    serving = os.path.join(base_path, "serving")
+    folders = [os.path.join(serving, n) for n in (os.listdir(serving) if os.path.isdir(serving) else [])]
+    models = sorted(f for f in folders if os.path.isdir(f) and any(v.isdigit() for v in os.listdir(f)))
+    if models:
+        config = os.path.join(serving, "models.config")
+        raise ValueError(f"--model_base_path {base_path} is an export dir of serving.export, not a model's base "
+                         f"path (no version folders in it): give --model_base_path {models[0]}"
+                         + (f" or --model_config_file {config}" if os.path.isfile(config) else ""))
 
 
 def _models(args) -> list[ModelEntry]:
@@ -324,6 +344,7 @@ def _models(args) -> list[ModelEntry]:
     if not os.path.isdir(args.model_base_path):
         raise ValueError(f"--model_base_path {args.model_base_path}: "
                          f"{'is a file, not a folder' if os.path.exists(args.model_base_path) else 'no such folder'}")
+    export_hint(args.model_base_path)
     if not args.model_name.strip():
         raise ValueError("--model_name must not be empty")
     return [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]
@@ -346,7 +367,8 @@ def main(argv=None) -> int:
                                 rest_api_header_timeout_in_ms=args.rest_api_header_timeout_in_ms,
                                 rest_api_max_connections=args.rest_api_max_connections,
                                 rest_api_max_connections_per_client=args.rest_api_max_connections_per_client,
-                                rest_api_max_inflight_bytes=args.rest_api_max_inflight_bytes)
+                                rest_api_max_inflight_bytes=args.rest_api_max_inflight_bytes,
+                                max_elements_per_request=args.max_elements_per_request)
     except (OSError, ValueError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -230,15 +230,67 @@ def check_names(signature, inputs) -> None:
                                                    f"expected to be in the set {{{','.join(expected)}}}.")
 
 
-def inputs_from_protos(signature, tensors) -> dict[str, np.ndarray]:
-    """A PredictRequest's `inputs` (alias -> TensorProto) -> numpy arrays, names and dtypes checked."""
+# A TensorProto's value field per dtype, and how many of its values make one element (complex: 2).
+_VALUE_FIELDS = {types_pb2.DT_FLOAT: ("float_val", 1), types_pb2.DT_DOUBLE: ("double_val", 1),
+                 types_pb2.DT_INT64: ("int64_val", 1), types_pb2.DT_UINT32: ("uint32_val", 1),
+                 types_pb2.DT_UINT64: ("uint64_val", 1), types_pb2.DT_BOOL: ("bool_val", 1),
+                 types_pb2.DT_STRING: ("string_val", 1), types_pb2.DT_HALF: ("half_val", 1),
+                 types_pb2.DT_BFLOAT16: ("half_val", 1), types_pb2.DT_COMPLEX64: ("scomplex_val", 2),
+                 types_pb2.DT_COMPLEX128: ("dcomplex_val", 2),
+                 **{dtype: ("int_val", 1) for dtype in (types_pb2.DT_INT32, types_pb2.DT_INT16, types_pb2.DT_INT8,
+                                                        types_pb2.DT_UINT8, types_pb2.DT_UINT16, types_pb2.DT_QINT8,
+                                                        types_pb2.DT_QUINT8, types_pb2.DT_QINT16,
+                                                        types_pb2.DT_QUINT16, types_pb2.DT_QINT32)}}
+
+
+def declared_elements(alias: str, proto) -> int:
+    """The elements `proto`'s shape declares, once its content is checked to hold exactly that many; raises
+    INVALID_ARGUMENT ("tensor parsing error: ALIAS", TF Serving's text, and why) otherwise. Checked before any
+    array is made: `tf.make_ndarray` (and TF's own `Tensor::FromProto`) fills a short value list up to the
+    shape by repeating its last value, so 35 bytes could declare 20,000,000 rows."""
+    fail = lambda why: ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias}: {why}")  # noqa: E731
+    shape = proto.tensor_shape
+    if shape.unknown_rank or any(d.size < 0 for d in shape.dim):
+        raise fail(f"its shape {[d.size for d in shape.dim]} is not a valid tensor shape")
+    elements = 1
+    for d in shape.dim:
+        elements *= d.size
+    if proto.dtype not in _VALUE_FIELDS:
+        raise fail(f"dtype {dtype_name(proto.dtype)} is not supported in a request")
+    field, per_element = _VALUE_FIELDS[proto.dtype]
+    if proto.tensor_content:
+        if proto.dtype == types_pb2.DT_STRING:
+            raise fail("a string tensor cannot use tensor_content (use string_val)")
+        itemsize = tf.dtypes.as_dtype(proto.dtype).size
+        held, unit = len(proto.tensor_content), f"bytes of tensor_content ({itemsize} per element)"
+        if held != elements * itemsize:
+            raise fail(f"its shape {[d.size for d in shape.dim]} declares {elements} elements, its content holds "
+                       f"{held} {unit}")
+        return elements
+    held = len(getattr(proto, field))
+    if held != elements * per_element:
+        raise fail(f"its shape {[d.size for d in shape.dim]} declares {elements} elements, its {field} holds "
+                   f"{held // per_element} (a tensor's values must match its shape)")
+    return elements
+
+
+def inputs_from_protos(signature, tensors, max_elements: int | None = None) -> dict[str, np.ndarray]:
+    """A PredictRequest's `inputs` (alias -> TensorProto) -> numpy arrays, names and dtypes checked, each
+    tensor's content checked against its shape (`declared_elements`), and the elements of all inputs together
+    at most `max_elements` (the server's `--max_elements_per_request`), before any array is made."""
     check_names(signature, tensors)
-    arrays = {}
+    total = 0
     for index, (alias, proto) in enumerate(sorted(tensors.items())):
         want = signature.inputs[alias].dtype
         if proto.dtype != want:
             raise ServingError("INVALID_ARGUMENT", f"Expects arg[{index}] to be {dtype_name(want)} but "
                                                    f"{dtype_name(proto.dtype)} is provided")
+        total += declared_elements(alias, proto)
+    if max_elements is not None and total > max_elements:
+        raise ServingError("INVALID_ARGUMENT", f"Request has {total} input elements; this server takes at most "
+                                               f"{max_elements} per request (--max_elements_per_request)")
+    arrays = {}
+    for alias, proto in sorted(tensors.items()):
         try:
             arrays[alias] = tf.make_ndarray(proto)
         except (TypeError, ValueError):

@@ -15,7 +15,9 @@ ever see complete requests, and request framing that answers every malformed req
 - Memory: request bodies held or being served at once total at most `max_inflight_bytes` (a body's bytes
   are reserved when its headers arrive, released when its answer is sent); a request that would go over
   gets 503 at once. A body over `max_request_bytes` gets 413 from its headers, before it is read, and an
-  `Expect: 100-continue` request is answered 413 instead of `100 Continue`.
+  `Expect: 100-continue` request is answered 413 instead of `100 Continue`. A request with both
+  Transfer-Encoding and Content-Length gets 400 and its connection is closed (RFC 9112 section 6.1: the
+  bytes after it are never read as another request).
 - `Content-Encoding: gzip` (and `deflate`) request bodies are decompressed, to at most `max_request_bytes`
   (413 beyond); any other Content-Encoding is refused with 400. Framing errors (a Content-Length that is
   not one decimal number, two Content-Lengths, a bad chunk, a Transfer-Encoding other than chunked, a
@@ -152,6 +154,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         encoding = self.headers.get("Transfer-Encoding", "").strip().lower()
+        if encoding not in ("", "identity") and self.headers.get_all("Content-Length"):
+            raise FramingError(400, "Request has both Transfer-Encoding and Content-Length headers; send one "
+                                    "(RFC 9112 section 6.1)")
         if encoding == "chunked":
             return self._read_chunked()
         if encoding not in ("", "identity"):
