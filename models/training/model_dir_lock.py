@@ -36,6 +36,10 @@ class ModelDirBusyError(UserError):
     """Another training run holds the model_dir."""
 
 
+class ModelDirLockError(UserError):
+    """The model_dir's lock file cannot be used (a folder in its place, no permission)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Holder:
     """Who holds (or held) a lock.
@@ -128,7 +132,13 @@ class ModelDirLock:
         self._created = not os.path.isdir(self.model_dir)
         os.makedirs(self.model_dir, exist_ok=True)
         while self._fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:  # a folder, or a file this user cannot open: not ours to remove
+                self._remove_created()
+                what = "is a folder" if os.path.isdir(self.path) else f"cannot be opened ({e.strerror})"
+                raise ModelDirLockError(f"--model_dir {self.model_dir}: its lock file {self.path} {what}: if no "
+                                        f"training run uses this model_dir, remove it and rerun") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -9,8 +9,9 @@ vocabulary size becomes the model's). Running again with the same `model_dir` re
 checkpoint (model, optimizer, step and data position); the model config must then be the one saved in
 `model_dir/config.json`, and training fields default to the saved ones. A larger `train_steps` and the
 bookkeeping fields (log/eval/checkpoint intervals) may change; a smaller `train_steps` than the steps trained
-is refused, and so is any other changed field (learning rate, batch size, ...) unless `--allow_change FIELD`
-names it (config.json's `run.changes` then records from which step it applies: `models.training.rerun`).
+is refused, and so is any other changed field (learning rate, batch size, ..., and other `--train_data`) unless
+`--allow_change FIELD` names it (config.json's `run.changes` then records from which step it applies:
+`models.training.rerun`; new data is read from its start); a name that is no field is refused.
 One run at a time: the run holds `model_dir/.train.lock`, and a second one is refused naming the first's
 host and PID; a lock left by a killed run on this host is taken over with a log line
 (`models.training.model_dir_lock`). The last line printed
@@ -68,8 +69,9 @@ def parse_args(argv):
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any model or training config field (model.X / train.X when ambiguous)")
     parser.add_argument(rerun.ALLOW_FLAG, dest="allow_change", action="append", default=[], metavar="FIELD[,FIELD]",
-                        help="resuming a model_dir: training fields (learning_rate, batch_size, ...) this run may "
-                        "change from its config.json (recorded there); without it such a rerun is refused")
+                        help="resuming a model_dir: training fields (learning_rate, batch_size, ...) or train_data "
+                        "this run may change from its config.json (recorded there); without it such a rerun is "
+                        "refused")
     parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     return parser.parse_args(argv)
 
@@ -219,18 +221,18 @@ def _main(args) -> int:
     if not distribute.chief_task():  # the chief holds the lock for the whole cluster
         return _train(args, model_config, train_config, data, None)
     with ModelDirLock(args.model_dir):
-        return _train(args, model_config, train_config, data, _rerun_changes(args, train_config))
+        return _train(args, model_config, train_config, data, _rerun_changes(args, train_config, data))
 
 
-def _rerun_changes(args, train_config) -> list | None:
-    """Under the lock: refuses a rerun that contradicts the steps already trained (`models.training.rerun`);
-    returns config.json's `run.changes`."""
+def _rerun_changes(args, train_config, data: dict) -> list | None:
+    """Under the lock: refuses a rerun that contradicts the steps already trained, or its data
+    (`models.training.rerun`); returns config.json's `run.changes`."""
     saved = (families.read_config(args.model_dir)
              if tf.io.gfile.exists(os.path.join(args.model_dir, families.CONFIG_FILE)) else None)
     done = rerun.trained_steps(tf.train.latest_checkpoint(args.model_dir))
     allowed = {f.strip() for item in args.allow_change for f in item.split(",") if f.strip()}
     return rerun.check_rerun(args.model_dir, done, saved and saved["train_config"], train_config, allowed,
-                             (saved or {}).get("run", {}).get("changes"))
+                             (saved or {}).get("run", {}).get("changes"), (saved or {}).get("data"), data)
 
 
 def _train(args, model_config, train_config, data, changes) -> int:
@@ -254,8 +256,10 @@ def _train(args, model_config, train_config, data, changes) -> int:
     log.info("%s %s: %s parameters, %d replica(s), %s, XLA %s, from step %d to %d", args.model, args.preset,
              f"{trainer.model.count_params():,}", strategy.num_replicas_in_sync, trainer.precision,
              "on" if trainer.use_xla else "off", start, train_config.train_steps)
+    # the batches of this data already consumed (none when the data changed at this step: `rerun`)
+    skip = trainer.data_position() - rerun.data_start_step(changes) * train_config.accumulation_steps
     train = distributed_dataset(strategy, args.train_data, task, train_config, training=True,
-                                skip_batches=trainer.data_position(), vocab_sha256=data["vocab_sha256"])
+                                skip_batches=max(skip, 0), vocab_sha256=data["vocab_sha256"])
     evaluation = (distributed_dataset(strategy, args.eval_data, task, train_config, training=False,
                                       vocab_sha256=data["vocab_sha256"])
                   if args.eval_data else None)
