@@ -20,7 +20,9 @@ Beam metrics get the same numbers for live monitoring where the runner has them.
 """
 
 import collections
+import contextlib
 import importlib
+import io
 import logging
 import sys
 
@@ -94,9 +96,14 @@ def check_beam_args(beam_args: list[str]) -> None:
     beams_warning = logging.getLogger("apache_beam.options.pipeline_options")
     level = beams_warning.level
     beams_warning.setLevel(logging.ERROR)  # its "Discarding unparseable args": the error below says it
+    usage = io.StringIO()
     try:
-        known = options.get_all_options(retain_unknown_options=False)
-        every = options.get_all_options(retain_unknown_options=True)
+        with contextlib.redirect_stderr(usage):  # a bad value: argparse's usage (144 lines) and exit 2
+            known = options.get_all_options(retain_unknown_options=False)
+            every = options.get_all_options(retain_unknown_options=True)
+    except SystemExit:
+        said = [line for line in usage.getvalue().splitlines() if ": error: " in line]
+        raise UserError(said[-1].split(": error: ", 1)[1] if said else "bad Beam option") from None
     finally:
         beams_warning.setLevel(level)
     unknown = sorted(set(every) - set(known))

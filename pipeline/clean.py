@@ -25,7 +25,9 @@ from pipeline import clean_report, corpus_io
 from pipeline.beam_options import Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts, total
 from pipeline.cleaning import CleanDocuments, read_heldout
 from pipeline.documents import ReadDocuments
+from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
+from preprocessing import overwrite
 from preprocessing.user_errors import UserError, exit_status, writable_dir
 
 REPORT = "clean_report"
@@ -89,6 +91,8 @@ def run(argv=None) -> int:
     quiet_worker_logs(args.verbose)
     try:
         return _run(args, beam_args)
+    except Terminated as e:
+        return stopped("clean", e)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
 
@@ -97,18 +101,34 @@ def _run(args, beam_args) -> int:
     check_beam_args(beam_args)
     writable_dir("--output_dir", args.output_dir)
     clean_report.clean_config(args)
-    files, heldout = corpus_io.check_pattern(args.input), clean_report.heldout_files(args)
-    report = os.path.join(args.output_dir, REPORT + ".json")
-    if FileSystems.exists(report) and not args.overwrite:
-        raise UserError(f"{args.output_dir} already holds a run ({REPORT}.json); pass --overwrite to replace it")
-    if FileSystems.exists(report):
-        FileSystems.delete([report])
-    os.makedirs(args.output_dir, exist_ok=True) if "://" not in args.output_dir else None
+    files = corpus_io.check_pattern(args.input)
+    heldout = clean_report.heldout_files(args, files)
+    names = [output_name(i, f) for i, f in enumerate(files)]
+    earlier = overwrite.plan(args.output_dir, overwrite.CLEAN, args.overwrite, input_files=files + heldout,
+                             reads=corpus_io.pattern_reads(args.input))
+    taken = sorted(set(names) & overwrite.existing(args.output_dir) - set(earlier.names))
+    if taken:
+        raise UserError(f"--output_dir {args.output_dir} holds {taken[0]}, which this run would write and which is "
+                        f"no earlier run's output: move it, or use another --output_dir")
+    local = "://" not in args.output_dir
+    created = local and not os.path.exists(args.output_dir)
+    os.makedirs(args.output_dir, exist_ok=True) if local else None
+    earlier.remove()  # --overwrite: the earlier run's files (its report lists them), once every check passed
     print(f"clean: {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     options = pipeline_options(beam_args, files + heldout)
-    with without_worker_tracebacks(args.verbose), beam.Pipeline(options=options) as p:
+
+    def cleanup():  # a failed or stopped run leaves none of its files
+        overwrite.remove_unfinished(args.output_dir, overwrite.CLEAN)
+        present = overwrite.existing(args.output_dir)
+        for name in names:
+            if name in present:
+                FileSystems.delete([os.path.join(args.output_dir, name)])
+        if created and not os.listdir(args.output_dir):
+            os.rmdir(args.output_dir)
+
+    with stopping_workers(cleanup), without_worker_tracebacks(args.verbose), beam.Pipeline(options=options) as p:
         build_pipeline(p, args, files, heldout)
-    with FileSystems.open(report) as f:
+    with FileSystems.open(os.path.join(args.output_dir, REPORT + ".json")) as f:
         print(json.load(f)["summary"], file=sys.stderr)
     return 0
 

@@ -8,6 +8,7 @@ reads), and summed up in one line for the job's summary. Flags left off keep a j
 
 import dataclasses
 import json
+import os
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -55,8 +56,20 @@ def with_key_ranges(config: CleanConfig, files: list[str]) -> CleanConfig:
     return dataclasses.replace(config, dedup=dedup)
 
 
-def heldout_files(args) -> list[str]:
-    return corpus_io.check_pattern(args.decontaminate) if args.decontaminate else []
+def heldout_files(args, input_files: list[str] | None = None) -> list[str]:
+    """The files `--decontaminate` matches ([] without it); `UserError` for a pattern matching nothing or a
+    folder, and for one of the `input_files` (every training document would be dropped as its own held-out
+    copy)."""
+    if not args.decontaminate:
+        return []
+    heldout = corpus_io.check_pattern(args.decontaminate, "--decontaminate")
+    if input_files is None:
+        input_files = corpus_io.check_pattern(args.input)
+    same = sorted({os.path.realpath(f) for f in heldout} & {os.path.realpath(f) for f in input_files})
+    if same:
+        raise UserError(f"--decontaminate {args.decontaminate} matches the --input file {same[0]}: every training "
+                        f"document would be dropped as a copy of itself; give the held-out files only")
+    return heldout
 
 
 def job_config(args, skip=("progress_seconds",)) -> dict:
@@ -67,7 +80,8 @@ def job_config(args, skip=("progress_seconds",)) -> dict:
 REMOVED = (("exact duplicates", "dedup_exact_documents"), ("near duplicates", "dedup_near_documents"),
            ("held-out exact", "decontaminate_exact_documents"), ("held-out near", "decontaminate_near_documents"),
            ("filtered", "filter_min_sentences"), ("emptied", "filter_documents_emptied"),
-           ("emptied by spans", "dedup_span_documents_emptied"))
+           ("emptied by spans", "dedup_span_documents_emptied"),
+           ("over the 1 MiB line limit", "documents_over_max_bytes"))
 
 
 def summary_line(job: str, counters: dict) -> str:
@@ -79,6 +93,8 @@ def summary_line(job: str, counters: dict) -> str:
     lines = sum(counters.get(f"filter_{rule}", 0) for rule in text_filters.LINE_RULES)
     if lines:
         parts.append(f"filtered lines {lines:,}")
+    if counters.get("lines_over_max_bytes"):
+        parts.append(f"lines over 1 MiB {counters['lines_over_max_bytes']:,}")
     if counters.get("dedup_span_sentences"):
         parts.append(f"repeated-span sentences {counters['dedup_span_sentences']:,}")
     share = kept / total if total else 1.0

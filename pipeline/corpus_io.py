@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import hashlib
 import os
+import re
 import zlib
 from typing import Iterator
 
@@ -73,19 +74,28 @@ def bounded_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES, progress=None
         raise InputFileError(f"cannot read input file {path}: {e}") from e
 
 
-def check_pattern(pattern: str) -> list[str]:
-    """Returns the files matching `pattern`, or raises `CorpusError` naming the pattern."""
+def check_pattern(pattern: str, flag: str = "--input") -> list[str]:
+    """Returns the files matching `pattern`, or raises `CorpusError` naming the pattern (and `flag`)."""
     try:
         matches = FileSystems.match([pattern])[0].metadata_list
     except Exception as e:  # Beam raises BeamIOError for a missing directory, etc.
         raise CorpusError(f"cannot list input files {pattern!r}: {e}") from e
     if not matches:
-        raise CorpusError(f"no input files match {pattern!r}")
+        raise CorpusError(f"no input files match {pattern!r}" + ("" if flag == "--input" else f" ({flag})"))
     folders = [m.path for m in matches if "://" not in m.path and os.path.isdir(m.path)]
     if folders:
-        raise CorpusError(f"--input {folders[0]} is a folder; give a file pattern such as "
+        raise CorpusError(f"{flag} {folders[0]} is a folder; give a file pattern such as "
                           f"'{os.path.join(folders[0], '*.txt')}'")
     return sorted(m.path for m in matches)
+
+
+def pattern_reads(pattern: str):
+    """`reads(path)`: would `pattern` match `path` (Beam's own glob rules: `*` within a folder, `**` across
+    folders)? For `preprocessing.overwrite`, which refuses an output folder the input pattern reaches into."""
+    from apache_beam.io.filesystem import FileSystem
+
+    regex = re.compile(FileSystem.translate_pattern(pattern))
+    return lambda path: bool(regex.fullmatch(path))
 
 
 def decoded_lines(path: str, counts: collections.Counter, max_line_bytes: int = MAX_LINE_BYTES,

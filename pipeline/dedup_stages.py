@@ -31,7 +31,7 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline.beam_options import Counts
-from preprocessing import dedup_config, packed_keys
+from preprocessing import dedup_config, near_duplicates, packed_keys
 
 SAMPLE_CHARS = 160
 
@@ -77,6 +77,9 @@ class ConcatColumns(beam.CombineFn):
 _DOC, _SPAN, _NEAR, _SPAN_CLUSTER, _NEAR_CLUSTER, _EXACT, _EXACT_CLUSTER = range(7)  # values joined by id
 _DOCUMENTS, _SPANS = range(2)  # the kinds of packed entries: keys `(kind, key range)`
 _POSITIONS = np.arange(4096, dtype=np.int32).tobytes()  # span positions 0..4095 as int32 bytes
+# The digest of a text with no word once normalised (symbols, emoji, punctuation only): such documents and spans
+# are not copies of each other, whatever their characters, so they take no part in the exact and span rules.
+EMPTY_TEXT = near_duplicates.normalized_digest("")
 
 
 def _copy_keys(doc, exact: bool, n: int, ranges: int):
@@ -89,13 +92,20 @@ def _copy_keys(doc, exact: bool, n: int, ranges: int):
     doc_id, lines = doc
     document, spans = dedup_config.copy_digests(lines, n)
     id_bytes = packed_keys.id_bytes(doc_id)
-    if exact:
+    if exact and document != EMPTY_TEXT:
         yield (_DOCUMENTS, packed_keys.digest_key(document) % ranges), (document, id_bytes)
+    if EMPTY_TEXT in spans:  # spans of no word (symbols only) repeat nobody's text: never dropped as copies
+        kept = [i for i, span in enumerate(spans) if span != EMPTY_TEXT]
+        spans = [spans[i] for i in kept]
+        positions = np.array(kept, np.int32).tobytes()
+    else:
+        positions = None
     k = len(spans)
     if not k or (is_heldout(doc_id) and not exact):
         return
     document = document if exact else b""
-    positions = _POSITIONS if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
+    if positions is None:
+        positions = _POSITIONS if k <= len(_POSITIONS) // 4 else np.arange(k, dtype=np.int32).tobytes()
     if ranges == 1:
         yield (_SPANS, 0), (b"".join(spans), id_bytes * k, positions[:4 * k], document * k)
         return

@@ -23,7 +23,8 @@ SKIPPED_SHOWN = 3  # per file
 class ReadDocuments(beam.DoFn):
     """`(file index, path)` -> `((file index, document index), [sentence, ...])` for each document, then the
     file's `Counts` (documents, empty_documents, sentences, lines, lines_with_invalid_utf8,
-    lines_over_max_bytes). With `progress_folder`, the bytes and documents read go to stage `read` of
+    lines_over_max_bytes, and `documents_over_max_bytes`: documents whose every line was over the limit, so
+    skipped whole). With `progress_folder`, the bytes and documents read go to stage `read` of
     `pipeline.progress`."""
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES, progress_folder: str | None = None):
@@ -33,7 +34,7 @@ class ReadDocuments(beam.DoFn):
         file_index, path = element
         progress = read_progress(self.progress_folder, path)
         counts = collections.Counter(documents=0, empty_documents=0, sentences=0)
-        index, document, skipped = 0, [], []
+        index, document, skipped, seen = 0, [], [], 0
         for line in decoded_lines(path, counts, self.max_line_bytes, progress, skipped):
             if line.strip():
                 document.append(line)
@@ -42,10 +43,15 @@ class ReadDocuments(beam.DoFn):
                 yield self._emit(file_index, index, document, counts, progress)
                 index += 1
                 document = []
+            elif len(skipped) > seen:  # a document of over-long lines only: every line of it was skipped
+                counts["documents_over_max_bytes"] += 1
             else:
                 counts["empty_documents"] += 1
+            seen = len(skipped)
         if document:
             yield self._emit(file_index, index, document, counts, progress)
+        elif len(skipped) > seen:
+            counts["documents_over_max_bytes"] += 1
         if progress:
             progress.flush()
         counts.update({f"{SKIPPED_AT}{path}:{n}": 1 for n in skipped[:SKIPPED_SHOWN]})

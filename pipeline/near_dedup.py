@@ -53,7 +53,10 @@ class Signatures(SetupDoFn):
     def process(self, doc):
         doc_id, lines = doc
         minhash = self._minhash
-        sig = near_duplicates.signature("\n".join(lines), minhash, self._perms)  # [num_perm]
+        hashes = near_duplicates.text_shingle_hashes("\n".join(lines), minhash.shingle_words)
+        if not hashes.size:  # no word to match (symbols or emoji only): such texts are nobody's near twin
+            return
+        sig = near_duplicates.minhash(hashes, self._perms)  # [num_perm]
         keys = near_duplicates.band_key_matrix(sig[None], minhash.bands, minhash.rows)[0]  # [bands]
         id_bytes, sig_bytes = packed_keys.id_bytes(doc_id), sig.tobytes()
         for key_range, entries in packed_keys.by_range(keys.tolist(), self.ranges):

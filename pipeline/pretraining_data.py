@@ -33,11 +33,11 @@ from pipeline.buckets import AssignBuckets
 from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
                                      total)
 from pipeline.documents import SKIPPED_AT, ReadDocuments
-from pipeline.termination import Terminated, stop_new_children, terminate_raises
+from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
-from pipeline.shard_writer import previous_run, write_failed
-from preprocessing import schema, sentence_pairs
+from pipeline.shard_writer import write_failed
+from preprocessing import overwrite, schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
 from preprocessing.vocabulary import Vocabulary
@@ -89,7 +89,8 @@ def build_pipeline(p, args, config: JobConfig, files: list[str], progress_folder
 
 def _write_clean_report(report, args, files) -> Counts:
     base = os.path.join(args.output_dir, clean_report.REPORT_FILES[0].removesuffix(".json"))
-    clean_report.write_report(report, base, files, clean_report.heldout_files(args), "pretraining_data")
+    heldout = clean_report.heldout_files(args, files)
+    clean_report.write_report(report, base, files, heldout, "pretraining_data")
     return Counts(report["counters"])
 
 
@@ -201,14 +202,16 @@ def check_args(args, beam_args) -> None:
     check_range("--seed", args.seed, 0, 2**63 - 1)
     check_range("--num_shards", args.num_shards, 0, MAX_SHARDS)
     check_range("--docs_per_bucket", args.docs_per_bucket, 1)
+    progress.check_seconds(args.progress_seconds)
     require_file("--vocab", args.vocab)
     writable_dir("--output_dir", args.output_dir)
     clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
     clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
 
 
-def prepare(args) -> tuple[JobConfig, list[str]]:
-    """Checks everything that can be checked before the job runs; raises `UserError` with the reason."""
+def prepare(args) -> tuple[JobConfig, list[str], overwrite.Plan]:
+    """Checks everything that can be checked before the job runs; raises `UserError` with the reason. Returns
+    the config, the input files and what `--overwrite` removes (`preprocessing.overwrite`)."""
     vocab = Vocabulary.from_file(args.vocab)
     lower_case = (not vocab.looks_cased) if args.lower_case is None else args.lower_case
     if lower_case and vocab.looks_cased:
@@ -216,25 +219,15 @@ def prepare(args) -> tuple[JobConfig, list[str]]:
     if not lower_case and not vocab.looks_cased:
         raise UserError(f"--cased with an uncased vocabulary ({args.vocab} has no upper-case entries)")
     files = corpus_io.check_pattern(args.input)
-    old = previous_run(args.output_dir)
-    if old and not args.overwrite:
-        raise UserError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}...); "
-                        f"pass --overwrite to replace it")
+    heldout = clean_report.heldout_files(args, files)
+    earlier = overwrite.plan(args.output_dir, overwrite.PRETRAINING_DATA, args.overwrite,
+                             input_files=files + heldout, reads=corpus_io.pattern_reads(args.input))
     length = args.max_seq_length or DEFAULT_LENGTH[args.model]
     config = JobConfig(model=args.model, vocab_tokens=vocab.tokens, lower_case=lower_case, max_seq_length=length,
                        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
                        dupe_factor=args.dupe_factor, short_seq_prob=args.short_seq_prob,
                        whole_word_mask=args.whole_word_mask, masking=args.masking, seed=args.seed)
-    return config, files
-
-
-def _clear(output_dir: str, vocab: bool = False) -> None:
-    names = [f for f in previous_run(output_dir) if f != METADATA] + (["vocab.txt"] if vocab else [])
-    names += list(clean_report.REPORT_FILES)
-    for name in [METADATA] + names:  # metadata first
-        path = os.path.join(output_dir, name)
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.remove(path)
+    return config, files, earlier
 
 
 def run(argv=None) -> int:
@@ -243,39 +236,35 @@ def run(argv=None) -> int:
     try:
         return _run(args, beam_args)
     except Terminated as e:
-        print(f"pretraining_data: stopped by signal {e.signum}; this run's output was removed", file=sys.stderr)
-        return 128 + e.signum
+        return stopped("pretraining_data", e)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
 
 
 def _run(args, beam_args) -> int:
     check_args(args, beam_args)
-    config, files = prepare(args)
+    config, files, earlier = prepare(args)
     created = not tf.io.gfile.exists(args.output_dir)
     tf.io.gfile.makedirs(args.output_dir)
-    _clear(args.output_dir)
+    earlier.remove()  # --overwrite: the earlier run's own files, once every check has passed
     print(f"pretraining_data: {args.model}, {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
     started = time.time()
     line = progress.ProgressLine("pretraining_data", "documents", ("tokenized", "written"),
                                  progress.input_bytes(files))
-    children = set()
-    try:
-        with terminate_raises() as children:  # SIGTERM cleans up as SIGINT (KeyboardInterrupt) does
-            try:
-                Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
-            except (OSError, tf.errors.OpError) as e:
-                raise write_failed(os.path.join(args.output_dir, VOCAB_FILE), e) from e
-            with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-                  as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
-                build_pipeline(p, args, config, files, reporter.folder)
-    except BaseException as e:  # a failed run leaves nothing that looks like output (signals too)
-        if isinstance(e, (Terminated, KeyboardInterrupt)):
-            stop_new_children(children)  # local workers would go on renaming finished shards into place
-        _clear(args.output_dir, vocab=True)
+
+    def cleanup():  # a failed run leaves nothing that looks like output (signals too)
+        overwrite.remove_unfinished(args.output_dir, overwrite.PRETRAINING_DATA)
         if created and not tf.io.gfile.listdir(args.output_dir):
             tf.io.gfile.rmtree(args.output_dir)
-        raise
+
+    with stopping_workers(cleanup):  # SIGTERM: the local workers stopped first, as on Ctrl-C
+        try:
+            Vocabulary(config.vocab_tokens).write(os.path.join(args.output_dir, VOCAB_FILE))
+        except (OSError, tf.errors.OpError) as e:
+            raise write_failed(os.path.join(args.output_dir, VOCAB_FILE), e) from e
+        with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
+              as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
+            build_pipeline(p, args, config, files, reporter.folder)
     _report(args, time.time() - started)
     return 0
 

@@ -228,10 +228,27 @@ def tally(pcoll, folder: str | None, stage: str, units=lambda element: 1):
     return pcoll | f"Progress{stage.capitalize()}" >> beam.ParDo(Tally(folder, stage, units))
 
 
+MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # at most ten lines a second
+
+
 def add_argument(parser) -> None:
-    """The jobs' `--progress_seconds` flag."""
+    """The jobs' `--progress_seconds` flag (checked by `check_seconds` with the job's other flags)."""
     parser.add_argument("--progress_seconds", type=float, default=DEFAULT_SECONDS,
-                        help="on the local runners, print a progress line this often (0: never)")
+                        help=f"on the local runners, print a progress line this often (0: never; else "
+                             f"{MIN_SECONDS:g} to {MAX_SECONDS:g})")
+
+
+def check_seconds(seconds: float) -> float:
+    """`--progress_seconds`: 0 (no progress lines) or in [0.1, 86400]; `UserError` otherwise (a negative or
+    nan value would turn the lines off unsaid, inf would stop the reporting thread, 0.001 floods stderr)."""
+    from preprocessing.user_errors import UserError
+
+    if seconds == 0:
+        return seconds
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:  # nan compares false
+        raise UserError(f"--progress_seconds {seconds:g} is out of range; allowed: 0 (no progress lines) or "
+                        f"[{MIN_SECONDS:g}, {MAX_SECONDS:g}]")
+    return seconds
 
 
 def input_bytes(files: list[str]) -> int:

@@ -6,12 +6,16 @@ schedulers and containers send) ends the process at once by default, leaving ful
 local multi-processing runner's workers are child processes that a `kill PID` does not reach (Ctrl-C in a
 terminal reaches the whole process group): `stop_new_children` stops those the job started, before the
 clean-up, so that none renames a finished shard into place afterwards. Linux (`/proc`); elsewhere it
-stops nothing.
+stops nothing. `stopping_workers(cleanup)` is that sequence for a job's run, the one every Beam job
+(`pipeline.clean`, `pipeline.vocab`, `pipeline.pretraining_data`, `downstream.embed`) wraps its pipeline in;
+`stopped(job, error, removed)` is its one line and exit status.
 """
 
 import contextlib
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -47,21 +51,24 @@ def terminate_raises():
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd)
-    watcher = threading.Thread(target=_watch, args=(read_fd, before), name="stop-workers-on-signal", daemon=True)
+    signalled = []
+    watcher = threading.Thread(target=_watch, args=(read_fd, before, signalled), name="stop-workers-on-signal",
+                               daemon=True)
     watcher.start()
     excepthook = threading.excepthook
     try:
         yield before
     finally:
-        threading.excepthook = excepthook
         signal.set_wakeup_fd(previous_fd)
         signal.signal(signal.SIGTERM, previous)
-        os.close(write_fd)  # the watcher reads end-of-file and returns
+        os.close(write_fd)  # the watcher reads what is left, then end-of-file, and returns
         watcher.join()
         os.close(read_fd)
+        if not signalled:  # after a signal the runner's threads go on failing as their workers go: stay quiet
+            threading.excepthook = excepthook
 
 
-def _watch(read_fd: int, before: set[int]) -> None:
+def _watch(read_fd: int, before: set[int], signalled: list) -> None:
     while True:
         try:
             data = os.read(read_fd, 64)
@@ -70,12 +77,36 @@ def _watch(read_fd: int, before: set[int]) -> None:
         if not data:
             return
         if signal.SIGTERM in data or signal.SIGINT in data:
+            signalled.append(True)
             threading.excepthook = _quiet  # the runner's threads fail as their workers go: not news
+            logging.disable(logging.ERROR)  # nor what they log about it (data plane, gRPC): the job says one line
             stop_new_children(before)
 
 
 def _quiet(args) -> None:
     pass
+
+
+@contextlib.contextmanager
+def stopping_workers(cleanup=lambda: None):
+    """A job's run: inside, SIGTERM raises `Terminated` (`terminate_raises`); on any failure (a signal, Ctrl-C,
+    an error) the local workers the job started are stopped first when it was a signal, so that none writes or
+    renames anything afterwards, then `cleanup()` removes what the run wrote, then the error goes on."""
+    children = set()
+    try:
+        with terminate_raises() as children:
+            yield
+    except BaseException as e:
+        if isinstance(e, (Terminated, KeyboardInterrupt)):
+            stop_new_children(children)
+        cleanup()
+        raise
+
+
+def stopped(job: str, error: Terminated, removed: str = "this run's output was removed") -> int:
+    """Prints the one line of a job stopped by a signal; returns its exit status, 128 + the signal."""
+    print(f"{job}: stopped by signal {error.signum}; {removed}", file=sys.stderr)
+    return 128 + error.signum
 
 
 def descendants(pid: int | None = None) -> set[int]:

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import clean_report, corpus_io, progress
 from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_options, quiet_worker_logs,
                                      split_counts, total)
+from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
 from preprocessing.user_errors import UserError, check_range, exit_status, writable_file
@@ -86,14 +87,21 @@ def _write_vocabulary(gathered: list, config: LearnerConfig, output: str, job_co
         tf.io.gfile.makedirs(os.path.dirname(output))
     files = ((output, vocab.to_text()), (output + ".json", json.dumps(meta, indent=2) + "\n"))
     for path, text in files:  # both written aside first, then both renamed
-        with tf.io.gfile.GFile(path + INCOMPLETE, "w") as f:
-            f.write(text)
+        try:
+            with tf.io.gfile.GFile(path + INCOMPLETE, "w") as f:
+                f.write(text)
+        except (OSError, tf.errors.OpError) as e:  # a full disk, a quota: one line naming the file
+            reason = (getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)).strip()
+            # a plain UserError: the launcher (which has not imported pipeline.shard_writer) knows its name
+            raise UserError(f"cannot write {path}: {reason.splitlines()[0] if reason else type(e).__name__}: "
+                            f"free space (or use another --output) and rerun; no vocabulary was written") from e
     for path, _ in files:
         tf.io.gfile.rename(path + INCOMPLETE, path, overwrite=True)
 
 
-def _remove_partial(output: str) -> None:
-    """After a failed run: no `.incomplete` file, and no vocabulary without its metadata."""
+def _remove_partial(output: str, cleaning: bool = False) -> None:
+    """After a failed run: no `.incomplete` file, no vocabulary without its metadata, and (`cleaning`: this run
+    cleaned) no cleaning report of a vocabulary that was not written."""
     import tensorflow as tf
 
     for path in (output + INCOMPLETE, output + ".json" + INCOMPLETE):
@@ -101,6 +109,9 @@ def _remove_partial(output: str) -> None:
             tf.io.gfile.remove(path)
     if tf.io.gfile.exists(output) and not tf.io.gfile.exists(output + ".json"):
         tf.io.gfile.remove(output)
+    for suffix in (".cleaning.json", ".cleaning.md") if cleaning else ():
+        if tf.io.gfile.exists(output + suffix):
+            tf.io.gfile.remove(output + suffix)
 
 
 def build_pipeline(p: beam.Pipeline, args: argparse.Namespace, progress_folder: str | None = None) -> None:
@@ -122,7 +133,8 @@ def build_pipeline(p: beam.Pipeline, args: argparse.Namespace, progress_folder: 
 
 
 def _write_clean_report(report, args, files) -> Counts:
-    clean_report.write_report(report, args.output + ".cleaning", files, clean_report.heldout_files(args), "vocab")
+    heldout = clean_report.heldout_files(args, files)
+    clean_report.write_report(report, args.output + ".cleaning", files, heldout, "vocab")
     return Counts(report["counters"])
 
 
@@ -181,11 +193,13 @@ def check_args(args, beam_args) -> list[str]:
     check_range("--vocab_size", args.vocab_size, reserved + 1, MAX_VOCAB_SIZE)  # room after the reserved tokens
     check_range("--min_frequency", args.min_frequency, 1)
     check_range("--limit_alphabet", args.limit_alphabet, 1)
+    progress.check_seconds(args.progress_seconds)
     writable_file("--output", args.output)
     writable_file("--output", args.output + ".json")
     clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
-    clean_report.heldout_files(args)  # and for a --decontaminate pattern that matches nothing
-    return corpus_io.check_pattern(args.input)
+    files = corpus_io.check_pattern(args.input)
+    clean_report.heldout_files(args, files)  # a --decontaminate matching nothing, a folder or an --input file
+    return files
 
 
 def run(argv=None) -> int:
@@ -193,6 +207,8 @@ def run(argv=None) -> int:
     quiet_worker_logs(args.verbose)
     try:
         return _run(args, beam_args)
+    except Terminated as e:
+        return stopped("vocab", e, "no vocabulary was written")
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
 
@@ -201,13 +217,11 @@ def _run(args, beam_args) -> int:
     files = check_args(args, beam_args)
     print(f"vocab: {len(files)} input file(s) match {args.input!r}", file=sys.stderr)
     line = progress.ProgressLine("vocab", "lines", ("counted",), progress.input_bytes(files))
-    try:
-        with (without_worker_tracebacks(args.verbose), progress.reporter(line, args.progress_seconds, beam_args)
-              as reporter, beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
-            build_pipeline(p, args, reporter.folder)
-    except BaseException:
-        _remove_partial(args.output)
-        raise
+    cleaning = clean_report.clean_config(args).active
+    with (stopping_workers(lambda: _remove_partial(args.output, cleaning)), without_worker_tracebacks(args.verbose),
+          progress.reporter(line, args.progress_seconds, beam_args) as reporter,
+          beam.Pipeline(options=pipeline_options(beam_args, files)) as p):
+        build_pipeline(p, args, reporter.folder)
     with FileSystems.open(args.output + ".json") as f:  # the counters travel with the data (any runner)
         meta = json.load(f)
     for name, value in {**meta["counters"], "words": meta["words"], "distinct_words": meta["distinct_words"]}.items():

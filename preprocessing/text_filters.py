@@ -40,6 +40,15 @@ class FilterConfig:
     max_non_letter_share: float = 1.0
     min_sentences: int = 0
 
+    def __post_init__(self):
+        """Ranges: `min_words_per_line`, `min_sentences` >= 0; `max_non_letter_share` in [0, 1] (nan refused)."""
+        for name in ("min_words_per_line", "min_sentences"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)} is out of range; allowed: [0, inf) (0: off)")
+        share = self.max_non_letter_share
+        if not 0.0 <= share <= 1.0:  # also nan, which compares false with everything
+            raise ValueError(f"max_non_letter_share={share} is out of range; allowed: [0, 1] (1: off)")
+
     @property
     def active(self) -> bool:
         return self != FilterConfig()

@@ -1,0 +1,274 @@
+"""The one `--overwrite` contract of every command that writes a run into an output folder: `pipeline.clean`,
+`pipeline.pretraining_data`, `downstream.embed` and `downstream.finetune` call it, nothing else decides.
+
+A finished run leaves a record that names what it wrote (`clean_report.json`'s and `metadata.json`'s
+`files`); fine-tuning writes a fixed set of names. `plan(...)` runs with the command's other checks, before
+anything is written or removed, and refuses in one line (`UserError`):
+  - a folder that holds another kind of output (an export, a training model_dir, another command's run),
+    naming what it holds, with or without `--overwrite`;
+  - a folder that holds an earlier run of this command, without `--overwrite`;
+  - an output folder that is the folder of an input file, or that the input pattern reaches into (a
+    rerun would read this run's outputs as its input), or that is (inside) an input folder such as
+    fine-tuning's `--module`.
+The command calls `Plan.remove()` only once every check has passed, just before it writes: it removes the
+earlier run's own outputs (the files its record lists, the record and its fixed companions) and this
+command's own unfinished leftovers (hidden `.incomplete` files, `.staging-*` folders), the record first, so
+a half-cleared folder never looks finished. Nothing else in the folder is touched.
+
+Example:
+    plan = overwrite.plan(args.output_dir, overwrite.CLEAN, args.overwrite, input_files=files)
+    ...  # every other check
+    plan.remove()
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+from typing import Callable
+
+from preprocessing.user_errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputKind:
+    """What one command writes into its output folder.
+
+    Args:
+      command: the command, for messages (`pipeline.clean`).
+      earlier: how a refusal names an earlier run of it (`already holds a run of pipeline.clean`).
+      record: the file that lists a finished run's outputs (None: `fixed` is the list).
+      listed: the record's JSON -> the names of the outputs it lists.
+      is_record: tells this command's record from another command's file of the same name.
+      companions: names written with the record by every run (a report's `.md`).
+      fixed: names the command always writes (fine-tuning's `model/`, `serving/`, ...).
+      leftovers: a regular expression of this command's own files of an unfinished run (no record yet).
+      marks: without a record, names that mark a run of this kind to another command (fine-tuning's
+        `finetune_config.json`; a `model/` folder alone is anybody's).
+      debris: a regular expression of the hidden remains of this command's failed runs (a staging folder, an
+        `.incomplete` file): the next run removes them, `--overwrite` or not.
+    """
+
+    command: str
+    earlier: str
+    record: str | None = None
+    listed: Callable[[dict], list] = lambda record: []
+    is_record: Callable[[dict], bool] = lambda record: True
+    companions: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    leftovers: str = r"(?!)"
+    marks: tuple[str, ...] = ()
+    debris: str = r"(?!)"
+
+    def finished(self, folder: str, names: set[str]) -> dict | None:
+        """The record of a finished run of this kind in `folder`, or None."""
+        if not self.record or self.record not in names:
+            return None
+        record = _read_json(os.path.join(folder, self.record))
+        return record if isinstance(record, dict) and self.is_record(record) else None
+
+
+def _shards(prefix: str) -> str:
+    return rf"{prefix}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?"
+
+
+def _incomplete(prefix: str) -> str:
+    return rf"\.{prefix}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?\.incomplete"
+
+
+CLEAN = OutputKind("pipeline.clean", "already holds a run of pipeline.clean", "clean_report.json",
+                   listed=lambda r: list(r.get("files", [])), is_record=lambda r: "counters" in r,
+                   companions=("clean_report.md",), debris=r"\.\d{5}-.+\.incomplete")
+PRETRAINING_DATA = OutputKind(
+    "pipeline.pretraining_data", "already holds a run of pipeline.pretraining_data", "metadata.json",
+    listed=lambda r: list(r.get("files", [])), is_record=lambda r: "schema_version" in r,
+    companions=("vocab.txt", "cleaning.json", "cleaning.md"), leftovers=_shards("(bert|gpt|bilm)"),
+    debris=_incomplete("(bert|gpt|bilm)"))
+EMBED = OutputKind("downstream.embed", "already holds a run of downstream.embed", "metadata.json",
+                   listed=lambda r: list(r.get("files", [])), is_record=lambda r: "module" in r and "choices" in r,
+                   leftovers=_shards("embeddings"), debris=r"\.staging-[0-9a-f]{12}|" + _incomplete("embeddings"))
+FINETUNE = OutputKind("downstream.finetune", "holds an earlier fine-tuning",
+                      fixed=("model", "serving", "metrics.json", "finetune_config.json", "labels.json",
+                             "predictions.json"), marks=("finetune_config.json", "labels.json"))
+KINDS = (CLEAN, PRETRAINING_DATA, EMBED, FINETUNE)
+
+
+def _read_json(path: str):
+    try:
+        with _open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _open(path: str):
+    if _is_local(path):
+        return open(path, encoding="utf-8")
+    import tensorflow as tf
+
+    return tf.io.gfile.GFile(path)
+
+
+def _listdir(folder: str) -> set[str]:
+    if _is_local(folder):
+        return set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    import tensorflow as tf
+
+    return {n.rstrip("/") for n in tf.io.gfile.listdir(folder)} if tf.io.gfile.isdir(folder) else set()
+
+
+def _isdir(path: str) -> bool:
+    if _is_local(path):
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
+def _remove(path: str) -> None:
+    if _is_local(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+        return
+    import tensorflow as tf
+
+    if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+    elif tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+
+
+def other_outputs(folder: str, names: set[str], kind: OutputKind) -> str | None:
+    """What another kind of output `folder` holds (`an export of serving.export (export.json, hub/)`), or None."""
+    if "export.json" in names or ("hub" in names and _isdir(os.path.join(folder, "hub"))):
+        evidence = [n for n in ("export.json", "hub/", "serving/") if n.rstrip("/") in names]
+        return f"an export of serving.export ({', '.join(evidence)})"
+    if "config.json" in names and ({"checkpoint", ".train.lock"} & names or any(n.startswith("ckpt-") for n in names)):
+        evidence = ["config.json"] + sorted({"checkpoint", ".train.lock"} & names)
+        return f"a training model_dir of models.training.train ({', '.join(evidence)})"
+    for other in KINDS:
+        if other is kind:
+            continue
+        present = _own_names(folder, names, other)
+        if present and (other.record or set(other.marks) & names):
+            return f"a run of {other.command} ({', '.join(present[:3])}{', ...' if len(present) > 3 else ''})"
+    return None
+
+
+def _own_names(folder: str, names: set[str], kind: OutputKind) -> list[str]:
+    """The names in `folder` that belong to a run of `kind` (finished or not); [] when none does."""
+    record = kind.finished(folder, names)
+    if record is not None:
+        listed = [n for n in kind.listed(record) if isinstance(n, str) and _plain_name(n)]
+        own = [kind.record] + [n for n in (*kind.companions, *listed) if n in names]
+    else:
+        own = [n for n in kind.fixed if n in names]
+    pattern = re.compile(kind.leftovers)
+    own += sorted(n for n in names if pattern.fullmatch(n) and n not in own)
+    return own
+
+
+def _plain_name(name: str) -> bool:
+    """A record may only name files directly in its folder (never `..`, a path or an absolute one)."""
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What `--overwrite` will remove: `names` (in `output_dir`), the record first."""
+
+    output_dir: str
+    names: tuple[str, ...]
+
+    def remove(self) -> None:
+        for name in self.names:
+            _remove(os.path.join(self.output_dir, name))
+
+
+def plan(output_dir: str, kind: OutputKind, overwrite: bool, input_files=(), reads=None,
+         input_folders: dict[str, str] | None = None, flag: str = "--output_dir") -> Plan:
+    """Checks `output_dir` for `kind`'s run (see the module docstring); raises `UserError`, else returns the
+    `Plan` of what `--overwrite` removes (nothing when the folder holds no earlier run).
+
+    Args:
+      input_files: the files the run reads (a folder holding one of them is refused).
+      reads: `reads(path)` is True when the command's input pattern would match `path` (a folder it reaches
+        into is refused).
+      input_folders: flag -> an input folder (fine-tuning's `--module`): the output may be neither it nor
+        inside it.
+    """
+    check_not_in_inputs(output_dir, kind, input_files, reads, input_folders or {}, flag)
+    names = _listdir(output_dir)
+    if not names:
+        return Plan(output_dir, ())
+    other = other_outputs(output_dir, names, kind)
+    if other:
+        also = f" (--overwrite replaces only an earlier {kind.command} run)" if overwrite else ""
+        raise UserError(f"{flag} {output_dir} holds {other}, not a {kind.command} run: give another {flag}{also}")
+    own = _own_names(output_dir, names, kind)
+    debris = sorted(n for n in names if re.fullmatch(kind.debris, n))
+    if not own:
+        return Plan(output_dir, tuple(debris))
+    inputs = {os.path.abspath(f) for f in input_files if _is_local(f)}
+    clash = [n for n in own if os.path.abspath(os.path.join(output_dir, n)) in inputs]
+    if clash:
+        raise UserError(f"{flag} {output_dir}: its earlier run's {clash[0]} is an input of this run; give another "
+                        f"{flag}")
+    if not overwrite:
+        shown = ", ".join(own[:3]) + (", ..." if len(own) > 3 else "")
+        raise UserError(f"{flag} {output_dir} {kind.earlier} ({shown}): pass --overwrite to replace it, or use "
+                        f"another {flag}")
+    return Plan(output_dir, tuple(own + debris))
+
+
+def _norm(path: str) -> str:
+    return os.path.realpath(path) if _is_local(path) else path.rstrip("/")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_not_in_inputs(output_dir: str, kind: OutputKind, input_files=(), reads=None,
+                        input_folders: dict[str, str] | None = None, flag: str = "--output_dir") -> None:
+    """Refuses an output folder that a rerun would read as input (see `plan`)."""
+    out = _norm(output_dir)
+    for path in input_files:
+        if _norm(os.path.dirname(path) or ".") == out:
+            raise UserError(f"{flag} {output_dir} is the folder of the input file {path}: a rerun would read this "
+                            f"run's outputs as input; give another {flag}")
+    if reads is not None and reads(os.path.join(output_dir, _probe(kind))):
+        raise UserError(f"{flag} {output_dir} lies where the input pattern reaches: a rerun would read this run's "
+                        f"outputs as input; give another {flag}")
+    for input_flag, folder in (input_folders or {}).items():
+        if folder and _inside(out, _norm(folder)):
+            raise UserError(f"{flag} {output_dir} is {'' if out == _norm(folder) else 'inside '}{input_flag} "
+                            f"{folder}, an input of this run: give another {flag}")
+
+
+def _probe(kind: OutputKind) -> str:
+    """A name like the outputs `kind` writes, to ask whether the input pattern would match them."""
+    return {"pipeline.clean": "00000-probe.txt", "downstream.embed": "embeddings-00000-of-00001.tfrecord"}.get(
+        kind.command, "bert-00000-of-00001.tfrecord")
+
+
+def remove_unfinished(output_dir: str, kind: OutputKind, debris: bool = True) -> None:
+    """After a failed run of `kind`: removes what it wrote (its record and companions, its own unfinished
+    files, and with `debris` its hidden remains), the record first; nothing else."""
+    names = _listdir(output_dir)
+    own = [n for n in (kind.record, *kind.companions, *kind.fixed) if n and n in names]
+    pattern = re.compile(kind.leftovers + (f"|{kind.debris}" if debris else ""))
+    for name in own + sorted(n for n in names if pattern.fullmatch(n) and n not in own):
+        _remove(os.path.join(output_dir, name))
+
+
+def existing(folder: str) -> set[str]:
+    """The names in `folder` (none when it does not exist)."""
+    return _listdir(folder)
