@@ -43,11 +43,17 @@ import tensorflow as tf
 from apache_beam.ml.inference.base import RunInference
 
 from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
+from downstream.module import ModuleError
 from pipeline import corpus_io, progress
-from pipeline.beam_options import Counts, pipeline_options, split_counts, total
-from pipeline.shard_writer import METADATA, ShardWriter, previous_run
+from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
+                                     total)
+from pipeline.shard_writer import METADATA, ShardWriter
+from pipeline.termination import Terminated, stopped, stopping_workers
+from pipeline.worker_stderr import without_worker_tracebacks
+from preprocessing import overwrite
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
+from preprocessing.user_errors import UserError, check_range, exit_status, writable_dir
 
 SHARD_PREFIX = "embeddings"
 DEFAULT_LAYERS = "last"
@@ -239,23 +245,39 @@ def parse_args(argv):
                         help="drop lines of invalid UTF-8 (counted) instead of embedding them with U+FFFD")
     parser.add_argument("--num_shards", type=int, default=8)
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
+    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
     progress.add_argument(parser)
     return parser.parse_known_args(argv)
 
 
-def prepare(args) -> tuple[EmbedConfig, list[str], dict]:
-    """Checks what can be checked before the job runs; raises ValueError with the reason."""
-    if args.batch_size < 1 or args.num_shards < 1:
-        raise ValueError("--batch_size and --num_shards must be at least 1")
+MAX_SHARDS = 99_999  # shard names have five digits
+
+
+def prepare(args, beam_args=()) -> tuple[EmbedConfig, list[str], dict]:
+    """Checks what can be checked before the job runs (flags, input, the output folder's `--overwrite`
+    contract, the module and its layer choices); raises `UserError` with the reason. Returns the config, the
+    input files and the metadata known before the job."""
+    check_beam_args(list(beam_args))
+    check_range("--batch_size", args.batch_size, 1)
+    check_range("--num_shards", args.num_shards, 1, MAX_SHARDS)
+    progress.check_seconds(args.progress_seconds)
     files = corpus_io.check_pattern(args.input)
-    old = previous_run(args.output_dir)
-    if old and not args.overwrite:
-        raise ValueError(f"{args.output_dir} already holds a run ({', '.join(old[:3])}); pass --overwrite")
-    weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
+    writable_dir("--output_dir", args.output_dir)
+    plan_overwrite(args, files)
+    try:
+        weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
+    except ValueError:
+        raise UserError(f"--weights {args.weights}: give numbers separated by commas") from None
     config = EmbedConfig(module=args.module, choices=tuple(args.layers.split(",")), pool=args.pool,
                          weights=weights, bad_lines=args.bad_lines, batch_size=args.batch_size,
                          strict_utf8=args.strict_utf8)
-    metadata = {**describe_module(config), "pool": config.pool, "weights": weights, "bad_lines": config.bad_lines,
+    try:
+        described = describe_module(config)
+    except ModuleError:
+        raise
+    except ValueError as e:  # a layer choice the module lacks, weights of the wrong count
+        raise UserError(str(e)) from None
+    metadata = {**described, "pool": config.pool, "weights": weights, "bad_lines": config.bad_lines,
                 "strict_utf8": config.strict_utf8,
                 "batch_size": config.batch_size, "num_shards": args.num_shards, "input": args.input,
                 "input_files": len(files), "record_features": ["file", "line", "text", "words", "truncated"] +
@@ -263,16 +285,25 @@ def prepare(args) -> tuple[EmbedConfig, list[str], dict]:
     return config, files, metadata
 
 
+def plan_overwrite(args, files: list[str]) -> overwrite.Plan:
+    """What `--overwrite` removes (`preprocessing.overwrite`); `UserError` for a folder it may not write."""
+    return overwrite.plan(args.output_dir, overwrite.EMBED, args.overwrite, input_files=files,
+                          reads=corpus_io.pattern_reads(args.input), input_folders={"--module": args.module})
+
+
 def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: dict):
-    """Clears an earlier run (metadata.json first), runs the job to its end; returns Beam's result."""
+    """Clears an earlier run (`--overwrite`; its metadata.json first) and the staging folders of failed runs,
+    runs the job to its end; returns Beam's result. On a signal the local workers are stopped before anything
+    else, so none moves a shard into place afterwards; a failed run leaves only its hidden staging folder."""
+    earlier = plan_overwrite(args, files)  # checked in `prepare`; the folder is as it was
     tf.io.gfile.makedirs(args.output_dir)
-    old = previous_run(args.output_dir)
-    for name in [n for n in old if n == METADATA] + [n for n in old if n != METADATA]:  # metadata first
-        tf.io.gfile.remove(os.path.join(args.output_dir, name))
+    earlier.remove()
     staging = os.path.join(args.output_dir, f".staging-{uuid.uuid4().hex[:12]}")
     tf.io.gfile.makedirs(staging)
     line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
-    with progress.reporter(line, args.progress_seconds, beam_args) as reporter:
+    cleanup = lambda: overwrite.remove_unfinished(args.output_dir, overwrite.EMBED, debris=False)  # noqa: E731
+    with (stopping_workers(cleanup), without_worker_tracebacks(args.verbose),
+          progress.reporter(line, args.progress_seconds, beam_args) as reporter):
         p = beam.Pipeline(options=pipeline_options(beam_args, files))
         build_pipeline(p, config, files, staging, args.num_shards, metadata, reporter.folder)
         result = p.run()
@@ -282,15 +313,18 @@ def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: di
 
 def run(argv=None) -> int:
     args, beam_args = parse_args(argv)
+    quiet_worker_logs(args.verbose)
     try:
-        config, files, metadata = prepare(args)
-    except (ValueError, corpus_io.CorpusError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        config, files, metadata = prepare(args, beam_args)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, args.verbose)
     print(f"embed: {metadata['module']['kind']} {args.module}, {len(files)} file(s) -> {args.output_dir}",
           file=sys.stderr)
     started = time.time()
-    execute(args, beam_args, config, files, metadata)
+    try:
+        execute(args, beam_args, config, files, metadata)
+    except Terminated as e:
+        return stopped("embed", e, "this run's shards were removed")
     with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
         counters = json.load(f)["counters"]
     print(f"embed: done in {time.time() - started:.1f} s; " +

@@ -22,11 +22,13 @@ import os
 
 import numpy as np
 
+from preprocessing.user_errors import UserError
+
 CHUNK = 4096  # texts per tokenizer call
 
 
-class ModuleError(ValueError):
-    """The path holds no module this project exported."""
+class ModuleError(UserError):
+    """The path holds no module this project exported (a `UserError`: one line at every command's edge)."""
 
 
 def group_word_pieces(tokenize, words, unk_id: int | None):
@@ -133,8 +135,10 @@ class ExportedModule:
         candidates = [os.path.join(path, "hub", "encoder"), os.path.join(path, "hub", "module"), path]
         module_path = next((p for p in candidates if os.path.exists(os.path.join(p, "saved_model.pb"))), None)
         if module_path is None:
-            raise ModuleError(f"no exported module under {path} (expected hub/encoder, hub/module or a "
-                              f"SavedModel): export a model_dir with `python -m serving.export` or pass --model_dir")
+            what = "no such folder" if not os.path.exists(path) else "a file, not a folder" if not \
+                os.path.isdir(path) else "expected hub/encoder, hub/module or a SavedModel in it"
+            raise ModuleError(f"no exported module under {path} ({what}): give an export dir of "
+                              f"`python -m serving.export`, or its hub module")
         module = hub.load(module_path)
         preprocessor = None
         if hasattr(module, "mlm"):

@@ -11,7 +11,11 @@ the module is loaded by `downstream.module.ExportedModule`. Writes to `output_di
   - `serving/1/`: a text-in SavedModel for TF Serving (classify, pair, choice; BERT tagging from words);
   - `metrics.json` (also printed as the last line): the eval metrics, the trivial baseline's, the budget;
   - `finetune_config.json`, `labels.json`; for SQuAD `predictions.json`.
-An `output_dir` that already holds those is refused unless `--overwrite` (which removes them, nothing else).
+An `output_dir` that already holds those is refused unless `--overwrite`, which removes them (nothing else),
+and only once the run has passed every check and trained its model; a folder holding another kind of output
+(an export, a model_dir, a data job's run), the `--module` folder or one inside it is refused, naming it
+(`preprocessing.overwrite`, the one --overwrite contract). Lines are read to their first MiB; a text is
+split into words only as far as the window reads (`downstream.features.split_words`).
 Eval labels (classify, pair) must be training labels: an unseen one is refused, naming it and its lines.
 """
 
@@ -28,6 +32,8 @@ import numpy as np
 
 from downstream import module as module_lib
 from models import config as config_lib
+from preprocessing import overwrite
+from preprocessing.user_errors import writable_dir
 from downstream.finetune import squad
 from downstream.finetune import task_data
 from downstream.finetune import inputs as inputs_lib
@@ -115,28 +121,19 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-# What `run` writes into output_dir: an earlier run is these, and `--overwrite` removes only these.
-OUTPUTS = ("model", "serving", "metrics.json", "finetune_config.json", "labels.json", "predictions.json")
+# What `run` writes into output_dir: an earlier run is these, and `--overwrite` removes only these
+# (`preprocessing.overwrite.FINETUNE`, the contract every command's --overwrite keeps).
+OUTPUTS = overwrite.FINETUNE.fixed
 
 
-def check_output_dir(output_dir: str, overwrite: bool) -> list[str]:
-    """The earlier run's outputs in `output_dir`; raises `TaskDataError` when there are some and not
-    `overwrite`, or when `output_dir` is a file."""
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise task_data.TaskDataError(f"--output_dir {output_dir} is a file; give a folder (new or existing)")
-    found = [n for n in OUTPUTS if os.path.exists(os.path.join(output_dir, n))]
-    if found and not overwrite:
-        raise task_data.TaskDataError(f"--output_dir {output_dir} holds an earlier fine-tuning ({', '.join(found)}): "
-                                      f"pass --overwrite to replace it, or use another --output_dir")
-    return found
-
-
-def clear_outputs(output_dir: str, names: list[str]) -> None:
-    import shutil
-
-    for name in names:
-        path = os.path.join(output_dir, name)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+def check_output_dir(output_dir: str, overwrite_flag: bool,
+                     inputs: dict[str, str] | None = None) -> overwrite.Plan:
+    """What `--overwrite` removes from `output_dir` (`preprocessing.overwrite.plan`): raises `UserError` for a
+    file, a folder holding another kind of output (an export, a model_dir, a data job's run) or an earlier
+    fine-tuning without `overwrite_flag`, and for an input folder (`inputs`: `--module` or `--model_dir`) or a
+    folder inside it."""
+    writable_dir("--output_dir", output_dir)
+    return overwrite.plan(output_dir, overwrite.FINETUNE, overwrite_flag, input_folders=inputs)
 
 
 def warmup_linear(peak: float, warmup_steps: int, total_steps: int):
@@ -171,9 +168,11 @@ class EncodedExamples:
 
 def encode(task: str, backbone, examples: list, labels: list[str], config: FinetuneConfig,
            training: bool) -> EncodedExamples:
+    from downstream.features import window_text, word_bytes_cut
+
     t = config.max_seq_length
     if task == "tag":
-        sentences = [s.words for s in examples]
+        sentences = [tuple(word_bytes_cut(w) for w in s.words) for s in examples]
         if backbone.kind == "bert":
             x, positions = inputs_lib.bert_tag_inputs(backbone, sentences, t)
         else:
@@ -194,7 +193,10 @@ def encode(task: str, backbone, examples: list, labels: list[str], config: Finet
         y = {"start_logits": np.array([f.start_position for f in features], np.int32),
              "end_logits": np.array([f.end_position for f in features], np.int32)}
         return EncodedExamples(x, y, features=features)
-    x = inputs_lib.text_inputs(backbone, task, [e.texts for e in examples], t, config.gpt_pair)
+    texts = [e.texts for e in examples]
+    if backbone.kind != "bilm":  # a window's worth of words of each text (the biLM reads its sentences whole)
+        texts = [tuple(window_text(x, t, backbone.lower_case) for x in parts) for parts in texts]
+    x = inputs_lib.text_inputs(backbone, task, texts, t, config.gpt_pair)
     index = {n: i for i, n in enumerate(labels)}
     return EncodedExamples(x, {"logits": np.array([index.get(e.label, 0) for e in examples], np.int32)})
 
@@ -296,8 +298,13 @@ def train(model, encoded: EncodedExamples, config: FinetuneConfig, log=print) ->
     return [float(v) for v in history.history["loss"]]
 
 
-def read_examples(task: str, path: str, config: FinetuneConfig, subsample: bool) -> list:
-    examples = task_data.read_task(task, path, config.tag_column)
+def read_examples(task: str, path: str, config: FinetuneConfig, subsample: bool, log=print) -> list:
+    cut = []
+    examples = task_data.read_task(task, path, config.tag_column, cut)
+    if cut:
+        shown = ", ".join(map(str, cut[:3])) + (", ..." if len(cut) > 3 else "")
+        log(f"warning: {path}: {len(cut)} line(s) over the {task_data.MAX_LINE_BYTES >> 20} MiB line limit "
+            f"were read as their first MiB only (line {shown})")
     if subsample and config.max_train_examples and len(examples) > config.max_train_examples:
         order = np.random.default_rng(config.seed).permutation(len(examples))[:config.max_train_examples]
         examples = [examples[i] for i in sorted(order)]
@@ -305,13 +312,15 @@ def read_examples(task: str, path: str, config: FinetuneConfig, subsample: bool)
 
 
 def run(task: str, module_path: str, train_path: str, eval_path: str, output_dir: str,
-        config: FinetuneConfig, log=print) -> dict:
-    """Fine-tunes and evaluates; writes `output_dir`; returns the metrics."""
+        config: FinetuneConfig, log=print, earlier: overwrite.Plan | None = None) -> dict:
+    """Fine-tunes and evaluates; writes `output_dir`, where `earlier` (an earlier run, `--overwrite`) is removed
+    only once the data, the labels and the module have passed their checks and the model is trained; returns
+    the metrics."""
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(config.seed)
-    train_examples = read_examples(task, train_path, config, subsample=True)  # the data's errors first
-    eval_examples = read_examples(task, eval_path, config, subsample=False)
+    train_examples = read_examples(task, train_path, config, subsample=True, log=log)  # the data's errors first
+    eval_examples = read_examples(task, eval_path, config, subsample=False, log=log)
     labels = [] if task == "squad" else task_data.label_list(train_examples)
     if task in ("classify", "pair"):
         task_data.check_eval_labels(eval_examples, labels, eval_path)
@@ -344,6 +353,8 @@ def run(task: str, module_path: str, train_path: str, eval_path: str, output_dir
                    steps=steps, epochs=config.epochs, train_seconds=round(train_seconds, 1), losses=losses,
                    train_module=config.train_module)
     os.makedirs(output_dir, exist_ok=True)
+    if earlier is not None:
+        earlier.remove()  # --overwrite: the earlier fine-tuning's files, now that this one has its own to write
     model.save(os.path.join(output_dir, "model"), include_optimizer=False)
     from downstream.finetune import export as finetune_export
 
@@ -372,7 +383,8 @@ def main(argv=None) -> int:
         config = apply_overrides(FinetuneConfig(), args.overrides)
         task_data.check_file("--train", args.train)
         task_data.check_file("--eval", args.eval)
-        earlier = check_output_dir(args.output_dir, args.overwrite)
+        earlier = check_output_dir(args.output_dir, args.overwrite,
+                                   {"--module": args.module} if args.module else {"--model_dir": args.model_dir})
     except (config_lib.OverrideError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -383,7 +395,6 @@ def main(argv=None) -> int:
         print(f"error: --module {args.module}: no such folder (give an export dir or a hub module dir)",
               file=sys.stderr)
         return 2
-    clear_outputs(args.output_dir, earlier)  # --overwrite: the earlier run's files, nothing else
     with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
         module = args.module
         if args.model_dir:
@@ -397,7 +408,7 @@ def main(argv=None) -> int:
             module = scratch
         try:
             metrics = run(args.task, module, args.train, args.eval, args.output_dir, config,
-                          log=lambda m: print(m, file=sys.stderr))
+                          log=lambda m: print(m, file=sys.stderr), earlier=earlier)
         except (task_data.TaskDataError, module_lib.ModuleError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -3,6 +3,8 @@ baselines every metric is reported against. Pure Python (no TensorFlow ops); spl
 `preprocessing.stable_random.stable_fraction`.
 
 Formats (UTF-8):
+Lines are read to their first MiB (`MAX_LINE_BYTES`; the rest of a longer one is skipped, never held); labels
+and tags may not be empty.
   - classify: `label<TAB>sentence` per line (SST-2's layout).
   - pair: `label<TAB>sentence_a<TAB>sentence_b` per line (MNLI/QQP-style pairs, label any string).
   - tag: CoNLL-like, `token<TAB>tag[<TAB>more columns]` per line, a blank line between sentences; the tag is
@@ -12,6 +14,7 @@ Formats (UTF-8):
     of choices; SWAG/ROCStories-style).
 """
 
+import codecs
 import collections
 import dataclasses
 import json
@@ -52,22 +55,43 @@ def check_file(flag: str, path: str) -> str:
     return path
 
 
-def _lines(path: str):
+MAX_LINE_BYTES = 1 << 20  # a longer line is read as its first MiB (the rest is never held in memory)
+
+
+def _lines(path: str, cut: list | None = None):
+    """`(number, line)` from 1, each line (newline kept) at most `MAX_LINE_BYTES` long: a longer one is read as
+    its first MiB and its number appended to `cut`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            yield from enumerate(f, 1)
+        with open(path, "rb") as f:
+            number = 0
+            while raw := f.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                over = len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")
+                if over:
+                    while (rest := f.readline(1 << 16)) and not rest.endswith(b"\n"):
+                        pass  # past the rest of the line, 64 KiB at a time
+                    if cut is not None:
+                        cut.append(number)
+                text = _decode(raw[:MAX_LINE_BYTES] if over else raw, path, number, over)
+                yield number, text + "\n" if over else text
     except FileNotFoundError:
         raise TaskDataError(f"task file not found: {path}") from None
     except IsADirectoryError:
         raise TaskDataError(f"{path} is a folder; give the task file") from None
+
+
+def _decode(raw: bytes, path: str, number: int, cut: bool) -> str:
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(raw, final=not cut)  # a cut may split a character
     except UnicodeDecodeError as e:
-        raise TaskDataError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise TaskDataError(f"{path}:{number} is not UTF-8 text ({e.reason} at byte {e.start} of the line)") from None
 
 
-def read_classification(path: str, fields: int = 1) -> list[TextExample]:
-    """`label<TAB>text[<TAB>text_b]` lines; `fields` texts per line (1 classify, 2 pair)."""
+def read_classification(path: str, fields: int = 1, cut: list | None = None) -> list[TextExample]:
+    """`label<TAB>text[<TAB>text_b]` lines; `fields` texts per line (1 classify, 2 pair). An empty label is
+    refused (it would become a class named "")."""
     examples = []
-    for number, line in _lines(path):
+    for number, line in _lines(path, cut):
         line = line.rstrip("\n\r")
         if not line.strip():
             continue
@@ -75,15 +99,17 @@ def read_classification(path: str, fields: int = 1) -> list[TextExample]:
         if len(parts) != fields + 1:
             raise TaskDataError(f"{path}:{number}: expected label and {fields} text field(s) separated by tabs, "
                                 f"got {len(parts)} field(s)")
+        if not parts[0].strip():
+            raise TaskDataError(f"{path}:{number}: the label (the first field) is empty: give every line its label")
         examples.append(TextExample(tuple(parts[1:]), parts[0], number))
     if not examples:
         raise TaskDataError(f"{path} holds no example")
     return examples
 
 
-def read_choices(path: str) -> list[TextExample]:
+def read_choices(path: str, cut: list | None = None) -> list[TextExample]:
     examples = []
-    for number, line in _lines(path):
+    for number, line in _lines(path, cut):
         if not line.strip():
             continue
         try:
@@ -99,9 +125,9 @@ def read_choices(path: str) -> list[TextExample]:
     return examples
 
 
-def read_conll(path: str, tag_column: int = 1) -> list[TaggedSentence]:
+def read_conll(path: str, tag_column: int = 1, cut: list | None = None) -> list[TaggedSentence]:
     sentences, words, tags = [], [], []
-    for number, line in _lines(path):
+    for number, line in _lines(path, cut):
         line = line.rstrip("\n\r")
         if line.startswith("#"):
             continue
@@ -111,7 +137,7 @@ def read_conll(path: str, tag_column: int = 1) -> list[TaggedSentence]:
                 words, tags = [], []
             continue
         parts = line.split("\t")
-        if len(parts) <= tag_column:
+        if len(parts) <= tag_column or not parts[tag_column].strip():
             raise TaskDataError(f"{path}:{number}: no tag in column {tag_column}: {line[:80]!r}")
         words.append(parts[0])
         tags.append(parts[tag_column])
@@ -137,15 +163,16 @@ def read_squad(path: str) -> list[SquadExample]:
             for article, entry in enumerate(data) for paragraph in entry["paragraphs"] for qa in paragraph["qas"]]
 
 
-def read_task(task: str, path: str, tag_column: int = 1) -> list:
+def read_task(task: str, path: str, tag_column: int = 1, cut: list | None = None) -> list:
+    """The task's examples; the numbers of lines over `MAX_LINE_BYTES` (read as their first MiB) go to `cut`."""
     if task == "classify":
-        return read_classification(path, 1)
+        return read_classification(path, 1, cut)
     if task == "pair":
-        return read_classification(path, 2)
+        return read_classification(path, 2, cut)
     if task == "choice":
-        return read_choices(path)
+        return read_choices(path, cut)
     if task == "tag":
-        return read_conll(path, tag_column)
+        return read_conll(path, tag_column, cut)
     if task == "squad":
         return read_squad(path)
     raise TaskDataError(f"unknown task {task!r}")

@@ -18,6 +18,7 @@ def _write(path, lines):
 @pytest.fixture
 def files(tmp_path):
     train = _write(tmp_path / "train.tsv", ["pos\tgood film", "neg\tbad film", "pos\tfine"])
+    (tmp_path / "module").mkdir()  # a folder that holds no module: the run stops when it loads it
     return train, tmp_path
 
 
@@ -35,7 +36,7 @@ def _one_line(capsys) -> str:
 def test_eval_labels_outside_the_training_labels_are_refused_with_their_lines(files, capsys):
     train, root = files
     bogus = _write(root / "eval.tsv", ["pos\tgood", "bogus\tx", "", "neg\ty", "other\tz", "bogus\tw"])
-    assert _main(train, bogus, root / "out", root) == 2
+    assert _main(train, bogus, root / "out", root / "module") == 2
     err = _one_line(capsys)
     assert err == (f"error: {bogus}: label(s) 'bogus', 'other' not among the training labels (neg, pos), "
                    f"line(s) 2, 5, 6: fix the labels, or train on data that has them")
@@ -57,14 +58,15 @@ def test_an_earlier_run_in_the_output_dir_needs_overwrite(files, capsys):
     (out / "serving" / "1").mkdir(parents=True)
     (out / "metrics.json").write_text("{}")
     (out / "notes.txt").write_text("mine")
-    assert _main(train, train, out, root) == 2
+    assert _main(train, train, out, root / "module") == 2
     assert _one_line(capsys) == (f"error: --output_dir {out} holds an earlier fine-tuning (serving, metrics.json): "
                                  f"pass --overwrite to replace it, or use another --output_dir")
     assert (out / "metrics.json").exists() and (out / "serving" / "1").is_dir()
-    # --overwrite removes the earlier run's files (then this run goes on: here it stops at the fake module)
-    assert _main(train, train, out, root, "--overwrite") == 2
+    # --overwrite removes the earlier run's files only once this run has passed its checks: here it stops at the
+    # fake module, so they stay (issue 38: they used to be deleted first)
+    assert _main(train, train, out, root / "module", "--overwrite") == 2
     assert "no exported module" in capsys.readouterr().err
-    assert sorted(os.listdir(out)) == ["notes.txt"]
+    assert sorted(os.listdir(out)) == ["metrics.json", "notes.txt", "serving"]
 
 
 @pytest.mark.parametrize("which", ["--train", "--eval"])
@@ -72,7 +74,7 @@ def test_a_folder_or_a_missing_file_as_task_data_is_one_line(files, capsys, whic
     train, root = files
     for path, said in ((str(root), "is a folder; give the task file"), (str(root / "nope.tsv"), "no such file")):
         args = (path, train) if which == "--train" else (train, path)
-        assert _main(*args, root / "out", root) == 2
+        assert _main(*args, root / "out", root / "module") == 2
         err = _one_line(capsys)
         assert err.startswith(f"error: {which} {path}") and said in err
 

@@ -1,0 +1,136 @@
+"""The one `--overwrite` contract (`preprocessing.overwrite`, issue 38): everything is validated first; only
+the earlier run's own outputs, as its record lists them, are removed; a folder holding another kind of output
+is refused naming it; an output folder a rerun would read as input is refused. Here on the pure plan, and on
+the two commands that lost data: `downstream.finetune --overwrite` (deleted before its checks) and
+`downstream.finetune --output_dir EXPORT` (read as an earlier fine-tuning, then destroyed)."""
+
+import json
+import os
+
+import pytest
+
+from downstream.finetune import cli as finetune
+from preprocessing import overwrite
+from preprocessing.user_errors import UserError
+from tests.fixtures.tiny_models import copy_of
+
+
+def _tree(root, names: dict):
+    """Writes `names` (path -> text, or None for a folder) under `root`."""
+    for name, text in names.items():
+        path = root / name
+        if text is None:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    return root
+
+
+CLEAN_RUN = {"00000-a.txt": "a\n", "00001-b.txt": "b\n", "clean_report.md": "#",
+             "clean_report.json": json.dumps({"counters": {}, "files": ["00000-a.txt", "00001-b.txt"]}),
+             "notes.txt": "mine", ".00002-c.txt.incomplete": ""}
+
+
+def test_overwrite_removes_exactly_what_the_record_lists(tmp_path):
+    out = _tree(tmp_path / "cleaned", CLEAN_RUN)
+    with pytest.raises(UserError, match=r"already holds a run of pipeline.clean \(clean_report.json, clean_report.md, "
+                                        r"00000-a.txt, \.\.\.\): pass --overwrite"):
+        overwrite.plan(str(out), overwrite.CLEAN, False)
+    plan = overwrite.plan(str(out), overwrite.CLEAN, True)
+    assert plan.names[0] == "clean_report.json"  # the record first: a half-cleared folder never looks finished
+    assert sorted(os.listdir(out)) == sorted(CLEAN_RUN)  # nothing removed by the plan itself
+    plan.remove()
+    assert sorted(os.listdir(out)) == ["notes.txt"]  # the user's file stays
+
+
+def test_a_record_cannot_name_files_outside_its_folder(tmp_path):
+    victim = _tree(tmp_path, {"victim.txt": "keep"}) / "victim.txt"
+    out = _tree(tmp_path / "out", {"clean_report.json": json.dumps(
+        {"counters": {}, "files": ["../victim.txt", str(victim), "00000-a.txt"]}), "00000-a.txt": ""})
+    overwrite.plan(str(out), overwrite.CLEAN, True).remove()
+    assert victim.exists() and os.listdir(out) == []
+
+
+@pytest.mark.parametrize("kind, names, said", [
+    (overwrite.FINETUNE, {"export.json": "{}", "hub": None, "serving": None}, "an export of serving.export"),
+    (overwrite.EMBED, {"config.json": "{}", "checkpoint": "", "ckpt-2.index": ""},
+     "a training model_dir of models.training.train"),
+    (overwrite.EMBED, {"metadata.json": json.dumps({"schema_version": 3, "files": ["bert-00000-of-00001.tfrecord"]}),
+                       "bert-00000-of-00001.tfrecord": ""}, "a run of pipeline.pretraining_data"),
+    (overwrite.PRETRAINING_DATA, {"metadata.json": json.dumps({"module": {}, "choices": ["last"], "files": []})},
+     "a run of downstream.embed"),
+    (overwrite.PRETRAINING_DATA, CLEAN_RUN, "a run of pipeline.clean"),
+    (overwrite.CLEAN, {"finetune_config.json": "{}", "model": None}, "a run of downstream.finetune"),
+])
+@pytest.mark.parametrize("given", [False, True])
+def test_another_kind_of_output_is_refused_naming_it_even_with_overwrite(tmp_path, kind, names, said, given):
+    out = _tree(tmp_path / "out", names)
+    with pytest.raises(UserError, match=f"holds {said}"):
+        overwrite.plan(str(out), kind, given)
+    assert sorted(os.listdir(out)) == sorted(names)
+
+
+def test_an_output_folder_a_rerun_would_read_is_refused(tmp_path):
+    corpus = _tree(tmp_path / "corpus", {"a.txt": "x\n"})
+    with pytest.raises(UserError, match="is the folder of the input file"):
+        overwrite.plan(str(corpus), overwrite.CLEAN, True, input_files=[str(corpus / "a.txt")])
+    reads = lambda path: path.startswith(str(corpus) + "/")  # noqa: E731  (a `**` pattern)
+    with pytest.raises(UserError, match="lies where the input pattern reaches"):
+        overwrite.plan(str(corpus / "cleaned"), overwrite.CLEAN, True, reads=reads)
+    overwrite.plan(str(corpus / "cleaned"), overwrite.CLEAN, True, input_files=[str(corpus / "a.txt")])  # fine
+    with pytest.raises(UserError, match=r"is inside --module"):
+        overwrite.plan(str(tmp_path / "export" / "ft"), overwrite.FINETUNE, True,
+                       input_folders={"--module": str(tmp_path / "export")})
+
+
+def test_hidden_remains_of_a_failed_run_go_with_the_next_run(tmp_path):
+    out = _tree(tmp_path / "emb", {".staging-0123456789ab": None, "embedded_from.json": "{}"})
+    plan = overwrite.plan(str(out), overwrite.EMBED, False)  # no earlier run: no --overwrite needed
+    plan.remove()
+    assert os.listdir(out) == ["embedded_from.json"]
+
+
+def _finetune(module, out, train, eval_path, *more):
+    return finetune.main(["--task", "classify", "--module", str(module), "--train", str(train), "--eval",
+                          str(eval_path), "--output_dir", str(out), *more])
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_finetune_overwrite_keeps_the_earlier_run_when_the_new_one_is_refused(tiny_models, tmp_path, capsys):
+    """Serious case 4: the eval labels check refuses the run; the earlier fine-tuning must still be there."""
+    train = _tree(tmp_path, {"train.tsv": "pos\tthe bank\nneg\tthe river\n"}) / "train.tsv"
+    unseen = _tree(tmp_path, {"eval.tsv": "pos\tthe bank\nmaybe\tthe play\n"}) / "eval.tsv"
+    earlier = {"model/saved_model.pb": "m", "serving/1/saved_model.pb": "s", "metrics.json": "{}",
+               "finetune_config.json": "{}", "labels.json": "[]"}
+    out = _tree(tmp_path / "ft", earlier)
+    assert _finetune(tiny_models["bert"].export_dir, out, train, unseen, "--overwrite") == 2
+    assert "'maybe' not among the training labels" in _one_error_line(capsys)
+    assert all((out / name).exists() for name in earlier)
+
+
+def test_finetune_into_an_export_is_refused_and_leaves_it_whole(tiny_models, tmp_path, capsys):
+    """Serious case 5: an export dir given as --output_dir is named as an export, with or without --overwrite."""
+    export = copy_of(tiny_models["bert"].export_dir, str(tmp_path / "export"))
+    before = sorted(os.path.relpath(os.path.join(d, f), export) for d, _, fs in os.walk(export) for f in fs)
+    train = _tree(tmp_path, {"train.tsv": "pos\tthe bank\nneg\tthe river\n"}) / "train.tsv"
+    for more in ([], ["--overwrite"]):
+        assert _finetune(tiny_models["gpt"].export_dir, export, train, train, *more) == 2
+        line = _one_error_line(capsys)
+        assert line.startswith(f"error: --output_dir {export} holds an export of serving.export (export.json, hub/, "
+                               f"serving/), not a downstream.finetune run"), line
+    after = sorted(os.path.relpath(os.path.join(d, f), export) for d, _, fs in os.walk(export) for f in fs)
+    assert after == before
+
+
+def test_finetune_output_inside_its_module_is_refused(tiny_models, tmp_path, capsys):
+    export = copy_of(tiny_models["gpt"].export_dir, str(tmp_path / "export"))
+    train = _tree(tmp_path, {"train.tsv": "pos\tthe bank\nneg\tthe river\n"}) / "train.tsv"
+    assert _finetune(export, os.path.join(export, "ft"), train, train) == 2
+    assert f"is inside --module {export}" in _one_error_line(capsys)
+    assert not os.path.exists(os.path.join(export, "ft"))
