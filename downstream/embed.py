@@ -25,7 +25,10 @@ invalid UTF-8. `--bad_lines skip` also drops every line that cannot be embedded 
 `lines_over_window`, `lines_over_max_bytes`: `lines = examples + counters.dropped`.
 
 Output: the shards and metadata.json are written under `DIR/.staging-RUNID/` and moved into DIR at the
-end, metadata.json last, so a failed run leaves only a hidden staging folder. See docs/embed.md.
+end, metadata.json last, so a failed run leaves only a hidden staging folder (the next run removes it).
+`--overwrite` keeps every command's contract (`preprocessing.overwrite`: only the earlier run's listed
+files; another kind of output, the `--module` folder or an input file's folder refused). SIGTERM stops the
+local workers before anything else (exit status 143). See docs/embed.md and docs/limits.md.
 """
 
 import argparse

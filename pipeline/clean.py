@@ -11,6 +11,11 @@ line and a blank line between documents (a file whose documents were all dropped
 them, written last (a folder without it is an unfinished run), and one summary line on stderr. The output is
 byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` and
 `pipeline.pretraining_data` with the same flags.
+
+`--overwrite` (`preprocessing.overwrite`, every command's one contract) removes, once every check has passed,
+the earlier run's report and the cleaned files it lists, nothing else; an output folder holding another kind
+of output, or that an input file sits in (a rerun would read its own output), is refused. A failed or stopped
+run (SIGTERM: its local workers stopped first) leaves none of its files; exit status 128 + N on signal N.
 """
 
 import argparse

@@ -5,7 +5,8 @@
         [--enable_batching] [--max_request_bytes N] [--rest_api_num_threads 64] [--rest_api_timeout_in_ms 30000] \\
         [--max_instances_per_request 1024] [--max_new_tokens 256] [--rest_api_header_timeout_in_ms 10000] \\
         [--rest_api_max_connections 1024] [--rest_api_max_connections_per_client 512] \\
-        [--rest_api_max_inflight_bytes 134217728] [--enable_signature_method_name_check]
+        [--rest_api_max_inflight_bytes 134217728] [--max_elements_per_request 16777216] \\
+        [--enable_signature_method_name_check]
 
 REST routes, as TF Serving's http_rest_api_handler (paths are case-insensitive, name and label URL-decoded):
   GET  /v1/models/NAME[/versions/N | /labels/L]             model version status
@@ -23,6 +24,8 @@ signature's method_name only with `--enable_signature_method_name_check`.
 Bounds on one request's work (REST; see docs/limits.md): at most `--max_instances_per_request` instances
 (row format), leading-dimension rows (columnar) or examples, and a `max_new_tokens` input (GPT's `generate`)
 of at most `--max_new_tokens`; beyond them, 400 with a sentence naming the flag, before any model runs.
+gRPC: each input tensor's values must match its declared shape, and all of them together hold at most
+`--max_elements_per_request` elements; otherwise INVALID_ARGUMENT before any array is made.
 HTTP (`transport.py`, `connections.py`): one event loop owns the sockets and hands whole requests to
 `--rest_api_num_threads` workers, so idle or slow clients hold no worker; `--rest_api_header_timeout_in_ms`
 for headers, `--rest_api_timeout_in_ms` for a pause in a body or a keep-alive idle; connection caps in all
