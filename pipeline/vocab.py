@@ -199,6 +199,11 @@ def check_args(args, beam_args) -> list[str]:
     clean_report.clean_config(args)  # raises UserError for a bad --filters / --dedup
     files = corpus_io.check_pattern(args.input)
     clean_report.heldout_files(args, files)  # a --decontaminate matching nothing, a folder or an --input file
+    reads = corpus_io.pattern_reads(args.input)
+    for path in (args.output, args.output + ".json"):
+        if reads(path) or os.path.abspath(path) in {os.path.abspath(f) for f in files}:
+            raise UserError(f"--output {args.output}: the --input pattern {args.input!r} matches {path}, so a rerun "
+                            f"would learn from this run's output; write it elsewhere")
     return files
 
 

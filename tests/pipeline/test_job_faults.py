@@ -103,6 +103,8 @@ def test_cleaning_flags_and_folders_are_checked_before_any_work(corpus, tmp_path
                           *FN_API]) == 2
     assert "matches the --input file" in one_error_line(capsys)
     assert not out.parent.exists() or os.listdir(out.parent) == []  # no .cleaning.json / .md left behind
+    assert vocab_job.run(["--input", str(corpus / "*"), "--output", str(corpus / "vocab.txt"), *FN_API]) == 2
+    assert f"--input pattern '{corpus / '*'}' matches {corpus / 'vocab.txt'}" in one_error_line(capsys)
 
 
 def test_pretraining_data_keeps_the_same_contract(corpus, bert_vocab_path, tmp_path, capsys):
