@@ -26,6 +26,13 @@ any static embedding can do), and the first checkpoint whose contextual accuracy
 with its own schedule (warm-up a tenth, linear decay to the last step): an earlier checkpoint was taken at a
 higher learning rate than a run that ended there would have, so its figure is, if anything, pessimistic.
 
+The checks (`checks`): BERT's held-out MLM accuracy above 1.8x the most frequent token's and its loss 0.3 nats
+below the unigram's, NSP accuracy above 0.55, over more than 500 held-out examples; GPT's perplexity below
+0.5x the unigram's; each of the biLM's three perplexities below 0.75x. A run with the default recipes on the
+shared corpus exits with status 1 when one fails (`make bench` runs it; until this round the same checks were
+a test, 17 minutes of the suite). Each figure against its baseline goes to the history,
+`benchmarks/results/model_quality.jsonl` (`--no_history`: not), with the CPU, as the speed figures do.
+
 Prints a table and, last, one JSON object. Finished steps are reused when their outputs exist.
 """
 
@@ -202,7 +209,48 @@ def report(results: dict) -> None:
                                  else f"does not {infinitive} the ceiling in this run"))
 
 
-def main(argv=None) -> None:
+def checks(results: dict) -> list[tuple[str, bool, str]]:
+    """(check, passed, the figures) for each model in `results`: the thresholds the docstring gives."""
+    out = []
+    if "bert" in results:
+        model, base = results["bert"]["model"], results["bert"]["baseline"]
+        out += [("bert: held-out examples > 500", model["examples"] > 500, f"{model['examples']}"),
+                ("bert: MLM accuracy > 1.8x the most frequent token's",
+                 model["mlm_accuracy"] > 1.8 * base["accuracy"], f"{model['mlm_accuracy']:.4f} vs {base['accuracy']:.4f}"),
+                ("bert: MLM loss < unigram loss - 0.3", model["mlm_loss"] < base["loss"] - 0.3,
+                 f"{model['mlm_loss']:.4f} vs {base['loss']:.4f}"),
+                ("bert: NSP accuracy > 0.55", model["nsp_accuracy"] > 0.55, f"{model['nsp_accuracy']:.4f}")]
+    if "gpt" in results:
+        model, base = results["gpt"]["model"], results["gpt"]["baseline"]
+        out.append(("gpt: perplexity < 0.5x the unigram's", model["perplexity"] < 0.5 * base["perplexity"],
+                    f"{model['perplexity']:.1f} vs {base['perplexity']:.1f}"))
+    if "bilm" in results:
+        model, base = results["bilm"]["model"], results["bilm"]["baseline"]
+        for key in ("forward_perplexity", "backward_perplexity", "perplexity"):
+            out.append((f"bilm: {key} < 0.75x the unigram's", model[key] < 0.75 * base["perplexity"],
+                        f"{model[key]:.1f} vs {base['perplexity']:.1f}"))
+    return out
+
+
+def history_figures(results: dict, workload: str) -> list:
+    """Each model's figure over its context-free baseline (for perplexity, lower is better), and its training
+    wall seconds, for `benchmarks.history`."""
+    from benchmarks.history import Figure
+
+    figures = []
+    for kind, r in results.items():
+        model, base = r["model"], r["baseline"]
+        if kind == "bert":
+            figures.append(Figure("bert_mlm_accuracy_over_most_frequent", model["mlm_accuracy"] / base["accuracy"],
+                                  True, workload))
+        else:
+            figures.append(Figure(f"{kind}_perplexity_over_unigram", model["perplexity"] / base["perplexity"],
+                                  False, workload))
+        figures.append(Figure(f"{kind}_train_seconds", model["train_seconds"], False, workload))
+    return figures
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", default=os.path.join(ROOT, ".cache", "model_quality"))
     parser.add_argument("--steps", type=int, default=None, help=f"default per model: {RECIPES}")
@@ -211,6 +259,7 @@ def main(argv=None) -> None:
                         help="score sense accuracy per checkpoint on these records (wordnet: the demo's)")
     parser.add_argument("--sense_every", type=int, default=None, help="steps between scored checkpoints")
     parser.add_argument("--data_dir", default=None, help="train on the TFRecords there (the demo's layout) instead")
+    parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
     args = parser.parse_args(argv)
     senses = args.senses
     if senses == "wordnet":
@@ -218,8 +267,19 @@ def main(argv=None) -> None:
         senses = wordnet.fetch(os.path.join(ROOT, ".cache"))
     results = run(args.work_dir, args.models.split(","), args.steps, senses, args.sense_every, args.data_dir)
     report(results)
+    verdicts = checks(results)
+    print("\nchecks:")
+    for name, passed, figures in verdicts:
+        print(f"  {'ok    ' if passed else 'FAILED'} {name} ({figures})")
+    default = args.steps is None and args.data_dir is None  # the recipes the thresholds were set for
+    if not args.no_history:
+        from benchmarks import history
+        workload = (f"{args.data_dir or 'shared corpus'}; steps {args.steps or 'default recipes'}; "
+                    f"models {args.models}")
+        history.record("model_quality", history_figures(results, workload))
     print(json.dumps(results))
+    return 1 if default and not all(passed for _, passed, _ in verdicts) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

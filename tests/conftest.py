@@ -7,9 +7,8 @@ under `$SHARED_DATA`; no path: the folder itself): such a test is skipped, with 
 reason, when they are absent, and fails instead when `REQUIRE_SHARED_DATA=1` (CI sets it), so nothing is
 ever skipped there."""
 
-import os
-
 import hashlib
+import os
 
 import pytest
 
@@ -28,6 +27,55 @@ HELDOUT = os.path.join(SHARED_DATA, "corpus", "heldout.txt.gz")
 
 TINY_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", ",", "!", "the",
                "cafe", "中", "a", "##b", "hello", "world", "'", "t", "don")
+
+
+# A test's budget: wall seconds of its setup, call and teardown together (a module or session fixture counts
+# against the first test that asks for it). Over it the test errors at teardown, unless it carries
+# `@pytest.mark.budget(seconds, reason)`. `TEST_BUDGET_SCALE` stretches every budget for a loaded machine
+# (`make test-under-load` sets it); no budget is a speed figure, only a bound that makes slowness visible.
+BUDGET_S = 120.0
+_SPENT = pytest.StashKey[float]()
+
+
+def budget_of(item) -> tuple[float, str]:
+    """(seconds, why) a test may take, scaled by TEST_BUDGET_SCALE."""
+    scale = float(os.environ.get("TEST_BUDGET_SCALE") or 1.0)
+    marker = item.get_closest_marker("budget")
+    scaled = f" (x{scale:g})" if scale != 1.0 else ""
+    if marker is None:
+        return BUDGET_S * scale, f"the default {BUDGET_S:.0f} s{scaled}"
+    seconds = marker.args[0] if marker.args else marker.kwargs["seconds"]
+    reason = marker.args[1] if len(marker.args) > 1 else marker.kwargs.get("reason", "")
+    if not reason:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.budget needs a reason")
+    return seconds * scale, f"its budget of {seconds} s{scaled} ({reason})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Adds up each phase's duration; at teardown a test over its budget becomes an error naming the budget."""
+    outcome = yield
+    report = outcome.get_result()
+    spent = item.stash.get(_SPENT, 0.0) + report.duration
+    item.stash[_SPENT] = spent
+    if report.when != "teardown" or not report.passed:
+        return
+    budget, what = budget_of(item)
+    if spent > budget:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {spent:.2g} s (setup, call and teardown), over {what}; make it "
+                           f"cheaper, or give it @pytest.mark.budget(seconds, reason)")
+
+
+# Fixtures that train or export models, start Beam jobs or servers: a test that asks for one is in the slow
+# tier (`-m slow`), whatever its own markers say, so that `-m "not slow"` stays a loop of a few minutes.
+SLOW_FIXTURES = frozenset({"tiny_models"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True)

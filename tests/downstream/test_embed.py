@@ -28,12 +28,9 @@ CHOICES = {"bert": "embeddings,last,sum_last4,concat_last4,weighted_all,layer_1"
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    from tests.fixtures.features import train_and_export
-
-    root = str(tmp_path_factory.mktemp("exports"))
-    vocab_texts = [t for t in TEXTS if t.isascii()] + ["cafe s"]  # the biLM fixture's vocabulary is ASCII
-    return {kind: train_and_export(root, kind, vocab_texts) for kind in ("bert", "gpt", "bilm")}
+def exports(tiny_models):
+    """The session's tiny models (tests/fixtures/tiny_models.py: 48-piece windows, an ASCII vocabulary)."""
+    return {kind: m.export_dir for kind, m in tiny_models.items()}
 
 
 @pytest.fixture(scope="module")

@@ -75,11 +75,8 @@ SENTENCES = [  # (lemma, synset, lexname, sentence, word)
 
 
 @pytest.fixture(scope="module")
-def bilm_export(tmp_path_factory):
-    from tests.fixtures.features import train_and_export
-
-    root = str(tmp_path_factory.mktemp("senses"))
-    return train_and_export(root, "bilm", [s[3] for s in SENTENCES])
+def bilm_export(tiny_models):
+    return tiny_models["bilm"].export_dir
 
 
 def _write_data(tmp_path):

@@ -16,12 +16,9 @@ TEXTS = [TRICKY, "the river bank flooded", "a play"]
 
 
 @pytest.fixture(scope="module")
-def encoders(tmp_path_factory):
-    from tests.fixtures.features import train_and_export
-
-    root = str(tmp_path_factory.mktemp("features"))
-    return {kind: ModuleEncoder(train_and_export(root, kind, TEXTS[1:] + ["cafe naive s"]))
-            for kind in ("bert", "gpt", "bilm")}
+def encoders(tiny_models):
+    """The session's tiny models (tests/fixtures/tiny_models.py): "riverbank" is not in their vocabulary."""
+    return {kind: ModuleEncoder(m.export_dir) for kind, m in tiny_models.items()}
 
 
 def _span(text, word, occurrence=0):

@@ -1,10 +1,9 @@
-"""Fine-tuning heads on tiny exported modules (trained and exported as tests/serving/test_export.py does): every
+"""Fine-tuning heads on the session's tiny exported modules (tests/fixtures/tiny_models.py): every
 head learns tiny learnable data (loss falls, accuracy above the baseline), the inputs are the documented
 transformations exactly, the text-in serving model agrees with the trained model, the CLI writes its files;
 plus the readers and the entity F1."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -14,23 +13,15 @@ from downstream.finetune import cli as finetune
 from downstream.finetune import task_data
 from downstream.finetune import inputs as inputs_lib
 from downstream.module import ExportedModule
-from serving.export import cli as export
-from tests.serving.test_export import _train
 
 RIVER = ["they sat on the river bank", "the grassy bank of the river", "a picnic on the river bank"]
 MONEY = ["the bank raised its interest rates", "interest rates at the bank", "the bank raised rates again"]
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("finetune"))
-    out = {}
-    for kind in ("bert", "gpt", "bilm"):
-        model_dir = _train(root, kind)
-        assert export.main(["--model_dir", model_dir, "--export_dir", os.path.join(root, "exports", kind)]) == 0
-        out[kind] = os.path.join(root, "exports", kind)
-    out["bert_run"] = os.path.join(root, "runs", "bert")
-    return out
+def exports(tiny_models):
+    """kind -> export_dir of the session's tiny models, and "bert_run": the tiny BERT's model_dir (read-only)."""
+    return {**{kind: m.export_dir for kind, m in tiny_models.items()}, "bert_run": tiny_models["bert"].model_dir}
 
 
 def _config(**fields):

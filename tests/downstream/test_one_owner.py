@@ -32,12 +32,9 @@ TASKS = shared_data.path("tasks")
 
 
 @pytest.fixture(scope="module")
-def modules(tmp_path_factory):
-    from tests.fixtures.features import train_and_export
-
-    root = str(tmp_path_factory.mktemp("one_owner"))
-    texts = [t for pair in REAL for t in pair]
-    return {kind: ExportedModule.load(train_and_export(root, kind, texts, seq=32)) for kind in ("bert", "gpt", "bilm")}
+def modules(tiny_models):
+    """The session's tiny models (tests/fixtures/tiny_models.py; their vocabulary covers `REAL`)."""
+    return {kind: ExportedModule.load(m.export_dir) for kind, m in tiny_models.items()}
 
 
 class _Config:

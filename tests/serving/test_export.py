@@ -24,33 +24,19 @@ from serving.export import op_check
 from serving.server import warmup
 from serving.server.model_config import read_model_config_list
 from tests.conftest import ROOT
-from tests.fixtures.training import text_vocabulary, write_dataset
+from tests.fixtures.training import write_dataset
 
-# Lower-case, space-separated words without punctuation: the biLM's `tokens` signature sees the same words.
+# Lower-case, space-separated words without punctuation (the biLM's `tokens` signature sees the same words), all
+# in the tiny models' vocabulary.
 TEXTS = ["the bank raised its interest rates", "they sat on the river bank", "a play"]
-PRESETS = {"bert": "bert_tiny", "gpt": "gpt_tiny", "bilm": "bilm_tiny"}
 ATOL = 1e-5
 
 
-def _train(root: str, kind: str) -> str:
-    vocab = text_vocabulary(list(export.SAMPLE_TEXTS) + TEXTS)
-    pattern = write_dataset(os.path.join(root, "data", kind), kind, vocab=vocab)
-    model_dir = os.path.join(root, "runs", kind)
-    assert train.main(["--model", kind, "--preset", PRESETS[kind], "--train_data", pattern, "--model_dir", model_dir,
-                       "--set", "train_steps=2", "--set", "batch_size=8", "--set", "jit_compile=false"]) == 0
-    return model_dir
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("export"))
-    out = {}
-    for kind in PRESETS:
-        model_dir = _train(root, kind)
-        export_dir = os.path.join(root, "exports", kind)
-        assert export.main(["--model_dir", model_dir, "--export_dir", export_dir]) == 0
-        out[kind] = (model_dir, export_dir)
-    return out
+def runs(tiny_models):
+    """kind -> (model_dir, export_dir) of the session's tiny models (tests/fixtures/tiny_models.py: trained for two
+    steps, exported by `serving.export`); read-only."""
+    return {kind: (m.model_dir, m.export_dir) for kind, m in tiny_models.items()}
 
 
 @pytest.fixture(scope="module")

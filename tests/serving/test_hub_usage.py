@@ -17,11 +17,9 @@ SEQ = 48  # the fixture's trained sequence length
 
 
 @pytest.fixture(scope="module")
-def handles(tmp_path_factory):
-    """(preprocessor, encoder) paths of a tiny BERT export, as a user's `tfhub_handle_*`."""
-    from tests.fixtures.features import train_and_export
-
-    export_dir = train_and_export(str(tmp_path_factory.mktemp("hub")), "bert", TEXTS, seq=SEQ)
+def handles(tiny_models):
+    """(preprocessor, encoder) paths of the session's tiny BERT export, as a user's `tfhub_handle_*`."""
+    export_dir = tiny_models["bert"].export_dir
     return os.path.join(export_dir, "hub", "preprocessor"), os.path.join(export_dir, "hub", "encoder")
 
 
