@@ -6,7 +6,8 @@ documents (`--eval_data`: the held-out set's TFRecords):
   with the encoder frozen (`train_only`: the "before" figures), then BERT pretraining continued on the corpus
   from those weights (`--init_checkpoint`: the "after" figures).
 
-A finished run is reused, an interrupted one resumes; a run trained on other data starts afresh.
+A run that finished with the same flags on the same data is reused without starting a process (its figures
+are kept in `demo_result.json`), an interrupted one resumes; a run trained on other data starts afresh.
 """
 
 import json
@@ -36,10 +37,16 @@ HEAD_FLAGS = {"learning_rate": 3e-3, "train_only": "mlm_head,nsp_head"}
 CONTINUED_FLAGS = {"learning_rate": 1e-4}
 
 
+# XLA for runs of at least this many steps. Compiling costs about 13 s of a short run (bert_tiny, 6 steps:
+# 31 s with XLA, 17 s without, AVX2 2-core EPYC); over hundreds of steps it pays: the biLM trains 1.8x faster
+# with it, BERT and GPT about as fast (AVX2: 71 and 59 examples/s with XLA, 74 and 62 without; docs/learning.md).
+XLA_MIN_STEPS = 50
+
+
 def _flags(steps: int, **fields) -> list[str]:
     every = max(steps // 10, 1)
     values = {"train_steps": steps, "warmup_steps": every, "log_every": every, "checkpoint_every": steps,
-              "steps_per_execution": min(25, every), **fields}
+              "steps_per_execution": min(25, every), "jit_compile": str(steps >= XLA_MIN_STEPS).lower(), **fields}
     return [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
 
 
@@ -57,14 +64,45 @@ def _drop_if_other_data(model_dir: str, data_pattern: str, sink: list | None = N
     commands.write_key(key_path, key)  # before training: an interrupted run on the same data resumes
 
 
+RESULT_FILE = "demo_result.json"  # a finished run's figures, with what they were measured on
+
+
+def _result_key(model_dir: str, train_data: str, heldout: str, args: list[str]) -> dict:
+    """What a finished run's figures depend on: its flags, both data sets' metadata and its last checkpoint."""
+    from preprocessing.metadata import FILE_NAME
+
+    data = [commands.file_sha256(os.path.join(os.path.dirname(p), FILE_NAME)) for p in (train_data, heldout)]
+    checkpoint = commands.latest_checkpoint(model_dir)
+    return {"args": args, "data": data, "checkpoint": os.path.basename(checkpoint),
+            "index_sha256": commands.file_sha256(checkpoint + ".index")}
+
+
+def _reused(model_dir: str, train_data: str, heldout: str, args: list[str], sink: list | None) -> dict | None:
+    """The figures of a run that finished with these flags on this data (`RESULT_FILE`), or None."""
+    path = os.path.join(model_dir, RESULT_FILE)
+    if not (os.path.exists(path) and os.path.exists(os.path.join(model_dir, "checkpoint"))):
+        return None
+    with open(path) as f:
+        saved = json.load(f)
+    if saved.get("key") != json.loads(json.dumps(_result_key(model_dir, train_data, heldout, args))):
+        return None
+    commands.say(f"{os.path.basename(model_dir)}: reusing {model_dir} (finished: {saved['key']['checkpoint']}, "
+                 f"same flags and data)", sink)
+    return saved["result"]
+
+
 def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: int, args: list[str],
           sink: list | None = None) -> dict:
     """`models.training.train` into `model_dir`, evaluated at its end on (up to 40 batches of) the held-out
-    set; returns the held-out metrics and the wall seconds. A finished run is evaluated again (seconds).
+    set; returns the held-out metrics and the wall seconds. A run that finished with the same flags on the
+    same data is reused without starting a process (`RESULT_FILE`); an interrupted one resumes.
     Its output goes to `sink` if given (`commands.say`)."""
     _drop_if_other_data(model_dir, train_data, sink)
     if examples < batch:
         raise RuntimeError(f"{heldout}: {examples} held-out examples, fewer than a batch of {batch}")
+    reused = _reused(model_dir, train_data, heldout, args, sink)
+    if reused is not None:
+        return reused
     started = time.time()
     commands.module("models.training.train", "--train_data", train_data, "--model_dir", model_dir,
                     "--eval_data", heldout, "--set", f"eval_steps={min(40, examples // batch)}", *args, sink=sink)
@@ -80,7 +118,10 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
                  + "; context-free baselines on the same targets: unigram perplexity "
                  f"{baseline['unigram_perplexity']:.4g}, most frequent target's accuracy "
                  f"{baseline['most_frequent_accuracy']:.4g}", sink)
-    return {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
+    result = {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
+    commands.write_key(os.path.join(model_dir, RESULT_FILE),
+                       {"key": _result_key(model_dir, train_data, heldout, args), "result": result})
+    return result
 
 
 def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict) -> dict:

@@ -270,7 +270,7 @@ class ModuleEncoder:
                     batch_size: int = 64) -> dict[str, np.ndarray]:
         """The word(s) at each character span, in context -> choice -> `[N, D]` (the mean over the span's
         words; NaN rows where the span lies past the module's window)."""
-        unique = sorted(set(sentences))
+        unique = sorted(set(sentences), key=lambda t: (len(t), t))  # batches of like lengths pad little
         encoded = dict(zip(unique, self.encode(unique, batch_size)))
         rows = {c: [] for c in choices}
         for text, (first, last) in zip(sentences, span_words(sentences, spans)):
