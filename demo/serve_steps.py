@@ -12,7 +12,7 @@ import time
 from demo import commands
 
 DEMO_QUERIES = ["The bank raised its interest rates.", "They sat on the bank of the river."]
-GPT_PROMPT = "To be, or not to be:"
+GPT_PROMPT = "The jury said that"
 # The picture's word: of WordNet 3.1's example sentences, "deep" has the most occurrences in its second
 # largest sense (36 sentences, 12 and 6 in the two largest of its 7 senses); "bank" has 4.
 PICTURE_WORD = "deep"

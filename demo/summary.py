@@ -12,9 +12,31 @@ TRACKS = {"bert": "from scratch", "gpt": "from scratch", "bilm": "from scratch",
 
 
 def polysemy_figures(s: dict) -> dict:
+    """`downstream.evaluate_senses`' summary -> the demo's figures. `best_layer` is the best *contextual*
+    layer (the static layer is what any static vector could do); `stderr` is the binomial standard error of
+    its accuracy over the `occurrences`, the unit a difference from the ceiling is judged in."""
+    contextual = {k: v for k, v in s["layers"].items() if k != s["static_layer"]}
+    best = max(contextual, key=contextual.get)
+    n = s["occurrences"]
+    accuracy = contextual[best]
     return {"static_layer": s["static_layer"], "static_accuracy": round(s["static_accuracy"], 4),
-            "best_layer": s["best_layer"], "accuracy": round(s["accuracy"], 4),
+            "best_layer": best, "accuracy": round(accuracy, 4),
+            "stderr": round((accuracy * (1 - accuracy) / n) ** 0.5, 4) if n else None, "occurrences": n,
             "mfs_baseline": round(s["baseline"], 4), "wic_accuracy": s.get("wic_accuracy")}
+
+
+def ceiling_verdicts(polysemy: dict) -> list[str]:
+    """One plain line per model: does its best contextual layer beat the most-frequent-sense ceiling, and by
+    how much in points and in standard errors."""
+    lines = []
+    for name, p in polysemy.items():
+        gap = p["accuracy"] - p["mfs_baseline"]
+        errors = f" = {gap / p['stderr']:+.1f} standard errors" if p.get("stderr") else ""
+        verdict = "beats" if gap > 0 else "ties" if gap == 0 else "stays below"
+        lines.append(f"{name} ({TRACKS.get(name, '')}): {verdict} the ceiling: {p['best_layer']} "
+                     f"{p['accuracy']:.3f} ± {p.get('stderr') or 0:.3f} against {p['mfs_baseline']:.3f}, "
+                     f"{100 * gap:+.1f} points{errors}")
+    return lines
 
 
 def adaptation(continued: dict, polysemy: dict) -> dict:
@@ -31,8 +53,9 @@ def adaptation(continued: dict, polysemy: dict) -> dict:
 def sense_rows(polysemy: dict) -> list[tuple]:
     rows = []
     for name, s in polysemy.items():
+        error = f" ± {s['stderr']:.3f}" if s.get("stderr") else ""
         rows.append((name, TRACKS.get(name, ""), f"{s['static_layer']} {s['static_accuracy']:.3f}",
-                     f"{s['best_layer']} {s['accuracy']:.3f}", f"{s['mfs_baseline']:.3f}",
+                     f"{s['best_layer']} {s['accuracy']:.3f}{error}", f"{s['mfs_baseline']:.3f}",
                      f"{100 * (s['accuracy'] - s['mfs_baseline']):+.1f}",
                      f"{100 * (s['accuracy'] - s['static_accuracy']):+.1f}"))
     return rows

