@@ -27,12 +27,11 @@ import dataclasses
 import datetime
 import json
 import os
-import platform
 import subprocess
 
+from models.training.hardware import ISA_FLAGS, cpu_isa, cpu_model, machine  # noqa: F401  (the machine key)
+
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-# The /proc/cpuinfo flags that move CPU figures here (oneDNN and XLA kernels, bfloat16 paths), in this order.
-ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 WORSE_BY = 0.20
 LARGE_ENOUGH = 3.0
 
@@ -122,42 +121,6 @@ def read(path: str) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def cpu_model() -> str:
-    """The first `model name` of /proc/cpuinfo (else the platform's processor string)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_isa(path: str = "/proc/cpuinfo") -> str:
-    """The `ISA_FLAGS` this CPU reports, joined by "+" (`avx2`, `avx2+avx512f+avx512_bf16`); "" when
-    /proc/cpuinfo cannot be read. `ONEDNN_MAX_CPU_ISA=AVX2` on an AVX-512 machine is noted as
-    `+onednn_avx2` (oneDNN limited, XLA's own kernels not)."""
-    try:
-        with open(path) as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        return ""
-    isa = "+".join(flag for flag in ISA_FLAGS if flag in flags)
-    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() == "AVX2" and "avx512f" in flags:
-        isa += "+onednn_avx2"
-    return isa
-
-
-def machine() -> str:
-    """The machine in words, for every printed time: `AMD EPYC, AVX2 (no AVX-512), 2 cores`."""
-    isa = cpu_isa().split("+")
-    width = ("AVX-512 limited to AVX2 in oneDNN" if "onednn_avx2" in isa else
-             "AVX-512" + (" with bf16" if "avx512_bf16" in isa else "") if "avx512f" in isa else
-             "AVX2 (no AVX-512)" if "avx2" in isa else "no AVX2")
-    return f"{cpu_model()}, {width}{', AMX' if 'amx_tile' in isa else ''}, {os.cpu_count() or 0} cores"
 
 
 def git_commit(root: str | None = None) -> tuple[str, bool]:

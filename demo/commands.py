@@ -98,10 +98,10 @@ def run(cmd: list[str], echo: bool = True, sink: list | None = None) -> str:
     return "".join(lines)
 
 
-def run_all(cmds: list[list[str]], width: int = 2) -> list[str]:
+def run_all(cmds: list[list[str]], width: int = 2, sink: list | None = None) -> list[str]:
     """Runs `cmds` at most `width` at a time (what two cores gain on commands that spend their first seconds
-    importing on one thread); each one's stdout is echoed when it ends. Returns the stdouts in order; raises
-    CalledProcessError for the first that failed, once all have ended."""
+    importing on one thread); each one's stdout is echoed when it ends (into `sink` if given). Returns the
+    stdouts in order; raises CalledProcessError for the first that failed, once all have ended."""
     import concurrent.futures
 
     def one(cmd):
@@ -112,8 +112,8 @@ def run_all(cmds: list[list[str]], width: int = 2) -> list[str]:
     outputs, failed = [], None
     with concurrent.futures.ThreadPoolExecutor(width) as pool:
         for cmd, done in pool.map(one, cmds):
-            print("$ " + " ".join(cmd) + "".join(
-                "\n  " + line for line in done.stdout.splitlines() if not line.startswith("{")), flush=True)
+            say("$ " + " ".join(cmd) + "".join(
+                "\n  " + line for line in done.stdout.splitlines() if not line.startswith("{")), sink)
             outputs.append(done.stdout)
             failed = failed or (done.returncode and subprocess.CalledProcessError(done.returncode, cmd))
     if failed:

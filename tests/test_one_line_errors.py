@@ -57,6 +57,7 @@ def _copy(run, name: str) -> str:
     return target
 
 
+@pytest.mark.slow
 def test_evaluate_on_a_cut_shard_names_it(run, tmp_path, capsys):
     data_dir = str(tmp_path / "data")
     shutil.copytree(os.path.dirname(run["data"]), data_dir)
@@ -101,6 +102,7 @@ def _limited(size: int):
     return preexec
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_a_training_checkpoint_is_one_line_and_leaves_no_temp_folder(run, tmp_path):
     model_dir = str(tmp_path / "full")
     size = os.path.getsize(glob.glob(os.path.join(run["model_dir"], "ckpt-2.data-*"))[0])
@@ -115,6 +117,7 @@ def test_a_full_disk_at_a_training_checkpoint_is_one_line_and_leaves_no_temp_fol
                                                                                                  ".train.lock"))
 
 
+@pytest.mark.slow
 def test_a_full_disk_in_the_data_job_is_one_line_and_cleans_up(bert_vocab_path, tmp_path):
     from tests.pipeline.test_pretraining_data_job import SENTENCES
 
@@ -138,6 +141,7 @@ def _command(*argv) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_features_and_tokenize_name_a_folder_or_missing_input_with_no_start_up_lines(tmp_path):
     """Only the error line on stderr: no TensorFlow start-up lines, no pkg_resources warning (hub)."""
     text = tmp_path / "t.txt"
@@ -154,6 +158,7 @@ def test_features_and_tokenize_name_a_folder_or_missing_input_with_no_start_up_l
     assert (proc.returncode, proc.stderr) == (2, f"error: vocabulary {tmp_path} is a folder; give its vocab.txt\n")
 
 
+@pytest.mark.slow
 def test_convert_names_a_hidden_size_the_heads_do_not_divide(tmp_path):
     source = tmp_path / "hf"
     source.mkdir()

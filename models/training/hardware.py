@@ -7,12 +7,17 @@ in docs/accelerators.md: a policy replaces `float32` only when it is at least `M
 per CPU-second for each of bert_tiny, gpt_tiny and bilm_tiny. A class not measured yet keeps `float32`.
 
 `decide` is pure (device kind, flags and XLA in, policy out); `cpu_flags` and `device_kind` do the looking.
+`cpu_model`, `cpu_isa` and `machine` describe the CPU for every time a command or benchmark prints (one model
+name covers machines with and without AVX-512, so the instruction sets are part of the description).
 """
 
 import os
+import platform
 
 CPU_INFO = "/proc/cpuinfo"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+# The flags that move CPU figures here (oneDNN and XLA kernels, bfloat16 paths), in this order.
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
 
 def cpu_flags(path: str = CPU_INFO) -> frozenset[str]:
@@ -59,3 +64,39 @@ def device_kind() -> str:
 def resolve_precision(policy: str, jit_compile: bool) -> str:
     """`auto` -> the decided policy for this machine; any other policy is returned unchanged."""
     return decide(device_kind(), cpu_flags(), jit_compile) if policy == "auto" else policy
+
+
+def cpu_model() -> str:
+    """The first `model name` of /proc/cpuinfo (else the platform's processor string)."""
+    try:
+        with open(CPU_INFO) as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_isa(path: str = CPU_INFO) -> str:
+    """The `ISA_FLAGS` this CPU reports, joined by "+" (`avx2`, `avx2+avx512f+avx512_bf16`); "" when
+    /proc/cpuinfo cannot be read. `ONEDNN_MAX_CPU_ISA=AVX2` on an AVX-512 machine is noted as
+    `+onednn_avx2` (oneDNN limited, XLA's own kernels not)."""
+    try:
+        with open(path) as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return ""
+    isa = "+".join(flag for flag in ISA_FLAGS if flag in flags)
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() == "AVX2" and "avx512f" in flags:
+        isa += "+onednn_avx2"
+    return isa
+
+
+def machine() -> str:
+    """The machine in words, for every printed time: `AMD EPYC, AVX2 (no AVX-512), 2 cores`."""
+    isa = cpu_isa().split("+")
+    width = ("AVX-512 limited to AVX2 in oneDNN" if "onednn_avx2" in isa else
+             "AVX-512" + (" with bf16" if "avx512_bf16" in isa else "") if "avx512f" in isa else
+             "AVX2 (no AVX-512)" if "avx2" in isa else "no AVX2")
+    return f"{cpu_model()}, {width}{', AMX' if 'amx_tile' in isa else ''}, {os.cpu_count() or 0} cores"

@@ -4,6 +4,8 @@ with planted duplicates, what the summary reports of it, and its reuse."""
 import json
 import os
 
+import pytest
+
 from demo import commands, data_steps, summary
 
 
@@ -40,6 +42,7 @@ def _documents(path) -> list[list[str]]:
         return documents(f)
 
 
+@pytest.mark.slow
 def test_cleaning_step_drops_the_planted_duplicates_reports_them_and_is_reused(tmp_path, capsys, monkeypatch):
     split, planted = _split(tmp_path)
     out_dir = str(tmp_path / "cleaned")

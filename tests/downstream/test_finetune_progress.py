@@ -4,10 +4,12 @@ examples per second and the time left while it trains, as pretraining prints the
 import re
 
 import numpy as np
+import pytest
 
 from downstream.finetune import progress
 
 
+@pytest.mark.slow
 def test_lines_come_every_few_steps_and_at_each_epoch_end():
     import tf_keras
 

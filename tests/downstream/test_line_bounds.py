@@ -33,6 +33,7 @@ for words in map(int, sys.argv[1:]):
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_is_flat_from_a_1k_to_a_100k_word_line():
     proc = subprocess.run([sys.executable, "-c", PROBE, "1000", "100000"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))

@@ -280,6 +280,7 @@ def batch(rng, batch_size=4, steps=6, lengths=None):
     return {"char_ids": tf.constant(ids)}, y, w
 
 
+@pytest.mark.slow
 def test_sampled_softmax_trains_under_xla_and_evaluation_is_full():
     task = BiLMTask(tiny(softmax="sampled", num_sampled=16), max_seq_length=6)
     model = task.build_model()
@@ -348,6 +349,7 @@ def test_presets_are_valid_and_parameter_counts_match_elmo():
             tiny(**bad)
 
 
+@pytest.mark.slow
 def test_tiny_model_memorises_a_batch_with_adam():
     keras.utils.set_random_seed(0)
     task = BiLMTask(tiny(dropout=0.0), max_seq_length=6)
@@ -366,6 +368,7 @@ def test_tiny_model_memorises_a_batch_with_adam():
     assert losses[0] > 3.5 and losses[-1] < 0.3 * losses[0], losses[::10]
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_computes_in_bf16_with_float32_loss():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -397,6 +400,7 @@ def bilm_data(tmp_path_factory, bert_vocab_path):
     return base / "out"
 
 
+@pytest.mark.slow
 def test_loss_and_stats_on_a_real_batch_under_xla(bilm_data):
     from preprocessing import readers
 

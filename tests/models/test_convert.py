@@ -208,6 +208,7 @@ def test_hf_bert_converts_and_computes_berts_equations(hf_dir, converted):
     np.testing.assert_allclose(ours["nsp"], ref["nsp"], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, converted_tanh, tmp_path, capsys):
     _, tensors = hf_dir
     assert _convert("--to", "hf_bert", "--model_dir", converted, "--output", tmp_path / "hf") == 0
@@ -380,6 +381,7 @@ def test_bad_input_fails_with_the_reason(hf_dir, tmp_path, capsys):
     assert not os.path.exists(tmp_path / "a" / "checkpoint")  # nothing that looks finished
 
 
+@pytest.mark.slow
 def test_a_converted_model_dir_continues_pretraining(hf_dir, converted, tmp_path, capsys):
     import shutil
 

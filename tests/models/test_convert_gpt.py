@@ -35,6 +35,7 @@ def _error_line(capsys) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields", [{}, {"tie_output": False}, {"hidden_act": "relu"}],
                          ids=["gpt1_tied", "untied_no_bias", "relu"])
 def test_openai_gpt_computes_our_logits_and_converts_back(fields, tmp_path):

@@ -102,6 +102,7 @@ def test_bert_masked_lm_is_refused_because_its_head_computes_something_else(tmp_
     assert difference > 1e-4
 
 
+@pytest.mark.slow
 def test_a_keras_hub_preset_imports_and_continues_pretraining(tmp_path, capsys):
     source = random_model_dir(tmp_path / "md", "bert", seed=2, num_layers=2, hidden_size=8, num_heads=2,
                               intermediate_size=16, max_position_embeddings=32)

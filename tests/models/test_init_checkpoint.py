@@ -28,6 +28,7 @@ def source(tmp_path_factory):
     return {"data": data, "model_dir": model_dir, "root": root}
 
 
+@pytest.mark.slow
 def test_takes_the_weights_only_with_config_from_the_source(source, tmp_path, caplog):
     model_dir = str(tmp_path / "continued")
     args = train.parse_args(["--train_data", source["data"], "--model_dir", model_dir,
@@ -53,6 +54,7 @@ def test_takes_the_weights_only_with_config_from_the_source(source, tmp_path, ca
     assert families.read_config(model_dir)["model_config"] == saved["model_config"]
 
 
+@pytest.mark.slow
 def test_a_model_dir_with_checkpoints_resumes_and_ignores_it(source, tmp_path, caplog):
     model_dir = str(tmp_path / "own")
     common = ["--model", "bert", "--preset", "bert_tiny", "--train_data", source["data"], "--model_dir", model_dir]

@@ -70,6 +70,7 @@ def test_the_lock_is_released_and_the_folder_reusable(tmp_path):
         assert os.path.exists(os.path.join(model_dir, LOCK_FILE))
 
 
+@pytest.mark.slow
 def test_a_stale_lock_is_taken_over_with_a_log_line(data, tmp_path, caplog, capsys):
     model_dir = str(tmp_path / "m")
     os.makedirs(model_dir)
@@ -94,6 +95,7 @@ def test_a_lock_from_another_host_is_refused_with_the_file_to_remove(data, tmp_p
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_rerun_that_contradicts_the_trained_steps_is_refused_unless_meant(data, tmp_path, capsys):
     model_dir = str(tmp_path / "m")
     assert train.main(_argv(data, model_dir, "--set", "train_steps=4")) == 0

@@ -38,6 +38,7 @@ def _history(model_dir):
     return {r["step"]: r for r in records if r["split"] == "train"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bert", "gpt", "bilm"])
 def test_each_model_trains_under_xla_and_writes_its_model_dir(kind, data, tmp_path, capsys):
     model_dir = str(tmp_path / kind)
@@ -84,6 +85,7 @@ def _trainer(kind, data, model_dir, **fields):
     return trainer, dataset
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_equals_the_large_batch(data, tmp_path):
     losses = {}
     for steps in (1, 2):
@@ -95,6 +97,7 @@ def test_gradient_accumulation_equals_the_large_batch(data, tmp_path):
     np.testing.assert_allclose(losses[2], losses[1], rtol=2e-5)
 
 
+@pytest.mark.slow
 def test_train_only_updates_the_named_heads_and_leaves_the_encoder_frozen(data, tmp_path):
     trainer, dataset = _trainer("bert", data, str(tmp_path / "head"), train_only=("mlm_head", "nsp_head"))
     before = {v.path: v.numpy().copy() for v in trainer.model.trainable_variables}
@@ -115,7 +118,7 @@ def _train_args(data, model_dir, steps):
     return ["--model", "bert", "--preset", "bert_tiny", "--train_data", data["bert"], "--model_dir", model_dir,
             "--set", f"train_steps={steps}", "--set", "warmup_steps=2", "--set", "log_every=1",
             "--set", "checkpoint_every=5", "--set", "batch_size=8", "--set", "steps_per_execution=1",
-            "--set", "learning_rate=1e-3"]
+            "--set", "learning_rate=1e-3", "--set", "jit_compile=false"]  # XLA: test_each_model_trains_under_xla
 
 
 def _run_train(data, model_dir, steps):
@@ -187,6 +190,7 @@ def test_wrong_data_for_the_model_is_refused_before_training(data, tmp_path, cap
     assert not os.path.exists(tmp_path / "m")
 
 
+@pytest.mark.slow
 def test_a_different_model_in_model_dir_is_refused(data, tmp_path, capsys):
     model_dir = str(tmp_path / "m")
     assert train.main(["--model", "gpt", "--preset", "gpt_tiny", "--train_data", data["gpt"], "--model_dir",
@@ -196,6 +200,7 @@ def test_a_different_model_in_model_dir_is_refused(data, tmp_path, capsys):
     assert "holds a model with num_layers=2, asked for 4" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_corrupt_shard_is_named(data, tmp_path, capsys):
     directory = tmp_path / "corrupt"
     pattern = write_dataset(str(directory), "gpt", examples=64)
@@ -219,6 +224,7 @@ def test_asking_for_a_missing_tpu_fails_fast():
     assert time.time() - start < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains(policy, data, tmp_path):
     import keras
@@ -236,6 +242,7 @@ def test_mixed_precision_trains(policy, data, tmp_path):
         keras.config.set_dtype_policy("float32")
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_finite_checkpoint(data, tmp_path, capsys):
     model_dir = str(tmp_path / "m")
     common = ["--model", "gpt", "--preset", "gpt_tiny", "--train_data", data["gpt"], "--model_dir", model_dir,

@@ -94,6 +94,7 @@ def test_bert_loss_is_masked_mean_plus_nsp(tiny_bert):
     assert metrics["mlm_loss"] == pytest.approx(mlm, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_bert_step_compiles_with_xla(tiny_bert):
     task, model = tiny_bert
     x = _bert_inputs(np.random.default_rng(4))
@@ -110,6 +111,7 @@ def test_bert_step_compiles_with_xla(tiny_bert):
     assert np.isfinite(float(loss)) and all(g is not None for g in grads)
 
 
+@pytest.mark.slow
 def test_published_sizes_have_the_published_parameter_counts():
     # HuggingFace bert-base-uncased BertModel: 109,482,240 (embeddings, 12 blocks, pooler).
     encoder = bert.build_encoder(bert.BertConfig(**bert.PRESETS["bert_base"], vocab_size=30522))

@@ -107,6 +107,7 @@ def test_decontamination_removes_a_planted_near_twin_of_a_heldout_document(plant
     assert {c["rule"] for c in report["clusters"]} == {"heldout_exact", "heldout_near"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stages, counter", [("exact,near", "dedup_near_documents"),
                                              ("spans", "dedup_span_sentences")])
 @pytest.mark.parametrize("ranges", [2, 5])
@@ -288,6 +289,7 @@ def test_clean_job_refuses_an_earlier_run_and_bad_specs(job_inputs, reference_cl
     assert "unknown 'fuzzy'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_clean_job_gives_the_same_bytes_on_dask(job_inputs, reference_clean, tmp_path):
     with dask_cluster(workers=2, threads=1) as dask:  # and packed into 3 key ranges, not 1
         out = run_clean(job_inputs, tmp_path / "dask", [*dask, "--dedup", "all,key_ranges=3"])
@@ -301,6 +303,7 @@ def test_clean_job_gives_the_same_bytes_on_dask(job_inputs, reference_clean, tmp
             assert (out / name).read_bytes() == (reference_clean / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_vocab_path, tmp_path):
     corpus, held = job_inputs
     args = ["--model", "gpt", "--input", corpus, "--vocab", bert_vocab_path, "--max_seq_length", "16",
@@ -316,6 +319,7 @@ def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_v
                                                                                              "cleaning.md"])
 
 
+@pytest.mark.slow
 def test_vocab_job_learns_from_the_cleaned_text(job_inputs, tmp_path):
     corpus, held = job_inputs
     out = str(tmp_path / "vocab.txt")

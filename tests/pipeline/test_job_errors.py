@@ -115,6 +115,7 @@ def test_vocab_worker_error_leaves_no_incomplete_file(truncated_gz, tmp_path, ca
     assert os.listdir(tmp_path) == ["cut.txt.gz"]
 
 
+@pytest.mark.slow
 def test_cli_on_the_default_multiprocess_runner_prints_the_workers_message_not_its_stack(truncated_gz, tmp_path):
     """The local default runner relays worker tracebacks through logging; only the message is printed, and
     `--verbose` brings the traceback back."""

@@ -131,6 +131,7 @@ def test_progress_seconds_out_of_range_is_refused(corpus, bert_vocab_path, tmp_p
         one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_a_full_disk_in_the_vocab_job_is_one_line_and_leaves_nothing(corpus, tmp_path):
     out = tmp_path / "v" / "vocab.txt"
 

@@ -31,6 +31,7 @@ def _wait_for(condition, what: str, timeout: float = 600.0, proc=None):
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_workers_and_leaves_no_output(bert_vocab_path, tmp_path):
     corpus = tmp_path / "big.txt"
     corpus.write_text("\n\n".join("\n".join(SENTENCES[i % 7:] + SENTENCES[:i % 7]) for i in range(4000)) + "\n")
@@ -66,6 +67,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_one_document_corpus_is_warned_about_for_nsp(bert_vocab_path, tmp_path, capsys):
     corpus = tmp_path / "one.txt"
     corpus.write_text("\n".join(SENTENCES * 4) + "\n")  # no blank line: one document
@@ -77,6 +79,7 @@ def test_a_one_document_corpus_is_warned_about_for_nsp(bert_vocab_path, tmp_path
     assert "one document" not in capsys.readouterr().err  # no NSP there
 
 
+@pytest.mark.slow
 def test_an_over_long_line_is_reported_as_skipped_with_its_number(bert_vocab_path, tmp_path, capsys):
     alone = tmp_path / "alone.txt"
     alone.write_bytes(b"word " * (3 << 18) + b"\n")  # 3.75 MiB, the corpus's only line

@@ -55,6 +55,7 @@ def read_all(pattern, batch_size=1, **kwargs):
     return list(ds.as_numpy_iterator())
 
 
+@pytest.mark.slow
 def test_bert_output_metadata_and_reader_round_trip(bert_dir, bert_vocab_path):
     meta = json.loads((bert_dir / "metadata.json").read_text())
     assert meta["model"] == "bert" and meta["files"] == [f"bert-0000{i}-of-00003.tfrecord" for i in range(3)]
@@ -85,6 +86,7 @@ def test_the_written_metadata_is_exactly_a_dataset_metadata(bert_dir):
     assert readers.read_metadata(str(bert_dir / "bert-*.tfrecord"))[0] == meta
 
 
+@pytest.mark.slow
 def test_rerun_is_byte_identical_on_another_runner_with_two_workers(corpus, bert_vocab_path, bert_dir, tmp_path):
     out = tmp_path / "again"
     args = ["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(out), "--model", "bert",
@@ -97,6 +99,7 @@ def test_rerun_is_byte_identical_on_another_runner_with_two_workers(corpus, bert
         assert (out / name).read_bytes() == (bert_dir / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_other_seed_changes_the_data(corpus, bert_vocab_path, bert_dir, tmp_path):
     assert run_job(corpus, bert_vocab_path, tmp_path, "--model", "bert", "--max_seq_length", "32",
                    "--max_predictions_per_seq", "5", "--dupe_factor", "3", "--num_shards", "3",
@@ -104,6 +107,7 @@ def test_other_seed_changes_the_data(corpus, bert_vocab_path, bert_dir, tmp_path
     assert (tmp_path / "bert-00000-of-00003.tfrecord").read_bytes() != (bert_dir / "bert-00000-of-00003.tfrecord").read_bytes()
 
 
+@pytest.mark.slow
 def test_gpt_and_bilm_windows(corpus, bert_vocab_path, tmp_path, capsys):
     assert run_job(corpus, bert_vocab_path, tmp_path / "gpt", "--model", "gpt", "--max_seq_length", "16",
                    "--gzip") == 0
@@ -119,6 +123,7 @@ def test_gpt_and_bilm_windows(corpus, bert_vocab_path, tmp_path, capsys):
     assert "lines_with_invalid_utf8" in err and "empty_documents" in err
 
 
+@pytest.mark.slow
 def test_dynamic_masking_is_seeded_and_changes_each_epoch(corpus, bert_vocab_path, tmp_path):
     out = tmp_path / "dyn"
     assert run_job(corpus, bert_vocab_path, out, "--model", "bert", "--max_seq_length", "32",
@@ -206,6 +211,7 @@ def test_bad_runs_are_refused_and_leave_nothing_that_looks_complete(corpus, bert
     assert not (tmp_path / "z").exists()  # no 0-byte shard, no vocab.txt: the folder it made is gone
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_an_earlier_run(corpus, bert_vocab_path, tmp_path):
     out = tmp_path / "o"
     assert run_job(corpus, bert_vocab_path, out, "--model", "gpt", "--max_seq_length", "16", "--num_shards", "2") == 0

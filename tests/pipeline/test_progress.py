@@ -6,6 +6,7 @@ import os
 import re
 
 import apache_beam as beam
+import pytest
 
 from pipeline import progress, pretraining_data
 from pipeline import vocab as vocab_job
@@ -79,6 +80,7 @@ def test_vocab_job_prints_progress_and_writes_the_same_bytes(tmp_path, capsys):
     assert outputs["0.2"][0] == outputs["0"][0]
 
 
+@pytest.mark.slow
 def test_pretraining_data_job_prints_progress_and_writes_the_same_bytes(tmp_path, capsys, bert_vocab_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=40)
     out, runs = tmp_path / "out", {}
@@ -96,6 +98,7 @@ def test_pretraining_data_job_prints_progress_and_writes_the_same_bytes(tmp_path
     assert runs["0.2"][0] == runs["0"][0]
 
 
+@pytest.mark.slow
 def test_the_default_runners_worker_processes_report_to_the_launcher(tmp_path):
     """No --runner: the multi-processing DirectRunner; its workers write into the launcher's folder."""
     corpus = tmp_path / "corpus.txt"

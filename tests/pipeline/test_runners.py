@@ -87,6 +87,7 @@ def same_data(a, b):
     assert {k: v for k, v in meta_a.items() if k != "config"} == {k: v for k, v in meta_b.items() if k != "config"}
 
 
+@pytest.mark.slow
 def test_dask_worker_processes_give_the_same_bytes(corpus, reference, tmp_path):
     vocab_path, data = reference
     with dask_cluster(workers=2, threads=1) as dask:
@@ -94,6 +95,7 @@ def test_dask_worker_processes_give_the_same_bytes(corpus, reference, tmp_path):
         same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", dask), data["bert"])
 
 
+@pytest.mark.slow
 def test_dask_workers_with_several_threads_give_the_same_bytes(corpus, reference, tmp_path):
     """Several DoFn instances run at once in one process (TF functions, tokenizers), as on Dataflow."""
     vocab_path, data = reference
@@ -133,6 +135,13 @@ def run_derived(corpus, vocab_path, out_dir, runner_args):
     return json.load(open(os.path.join(out_dir, "metadata.json")))
 
 
+@pytest.fixture(scope="module")
+def derived_reference(many_files, reference, tmp_path_factory):
+    """`many_files`' BERT data on the in-process runner, bucket count from the documents: (its folder, metadata)."""
+    out = tmp_path_factory.mktemp("derived") / "ref"
+    return out, run_derived(many_files, reference[0], out, ["--runner", "FnApiRunner"])
+
+
 def same_shards(a, b):
     names = sorted(n for n in os.listdir(a) if ".tfrecord" in n)
     assert names == sorted(n for n in os.listdir(b) if ".tfrecord" in n)
@@ -140,18 +149,19 @@ def same_shards(a, b):
         assert open(os.path.join(a, name), "rb").read() == open(os.path.join(b, name), "rb").read(), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
-def test_dask_bucket_count_from_the_documents_is_the_same_for_any_worker_count(many_files, reference, tmp_path,
-                                                                               workers):
+def test_dask_bucket_count_from_the_documents_is_the_same_for_any_worker_count(many_files, reference,
+                                                                               derived_reference, tmp_path, workers):
     """Regression: the bucket count was a side input computed from the documents, which Beam 2.77's Dask runner
     re-evaluated inside each task, with another value (a 400-document corpus gave different instance counts on
     1 and 4 workers). 16 files in 16 partitions, no --num_shards."""
     vocab_path = reference[0]
-    expected = run_derived(many_files, vocab_path, tmp_path / "ref", ["--runner", "FnApiRunner"])
+    ref_dir, expected = derived_reference
     assert expected["config"]["num_shards"] == 5 and expected["counters"]["documents_with_tokens"] == 48
     with dask_cluster(workers=workers, threads=1, partitions=16) as dask:
         got = run_derived(many_files, vocab_path, tmp_path / "dask", dask)
-    same_shards(tmp_path / "ref", tmp_path / "dask")
+    same_shards(ref_dir, tmp_path / "dask")
     assert {k: v for k, v in got.items() if k != "config"} == {k: v for k, v in expected.items() if k != "config"}
     assert got["config"]["num_shards"] == 5 and got["examples"] == got["counters"]["instances"] > 0
 

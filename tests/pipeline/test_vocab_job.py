@@ -60,6 +60,7 @@ def test_job_end_to_end_writes_vocab_and_metadata(tmp_path):
     assert not list(tmp_path.glob("*.incomplete"))
 
 
+@pytest.mark.slow
 def test_cli_errors_leave_no_output(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pipeline.vocab", "--input", str(tmp_path / "none*.txt"),
                           "--output", str(tmp_path / "v.txt")], capture_output=True, cwd=ROOT, timeout=300)

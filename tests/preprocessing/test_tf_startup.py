@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from preprocessing.tf_startup import KEEP_ENV, is_startup_noise
 from tests.conftest import ROOT
 
@@ -31,6 +33,7 @@ def _stderr(code: str, **env) -> str:
                           env={**environ, "PYTHONPATH": ROOT, **env}).stderr
 
 
+@pytest.mark.slow
 def test_a_project_import_first_silences_tensorflow_and_tensorflow_hub():
     code = ("import sys, models, tensorflow as tf, tensorflow_hub\n"
             "print('kept', file=sys.stderr); tf.constant(1) + 1\n")

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -11,6 +13,7 @@ def run_cli(args, stdin: bytes):
                           capture_output=True, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_ids_per_line_with_invalid_utf8_counted(tmp_path, tiny_vocab):
     vocab = tmp_path / "vocab.txt"
     tiny_vocab.write(str(vocab))
@@ -21,6 +24,7 @@ def test_ids_per_line_with_invalid_utf8_counted(tmp_path, tiny_vocab):
     assert b"replaced 2 invalid UTF-8 sequence(s)" in out.stderr
 
 
+@pytest.mark.slow
 def test_pieces_from_file(tmp_path, tiny_vocab):
     vocab = tmp_path / "vocab.txt"
     tiny_vocab.write(str(vocab))
@@ -31,6 +35,7 @@ def test_pieces_from_file(tmp_path, tiny_vocab):
     assert out.stdout.decode("utf-8").splitlines() == ["un ##aff ##able world", "中"]
 
 
+@pytest.mark.slow
 def test_bad_vocab_and_missing_input_are_clear_errors(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\nworld\n")

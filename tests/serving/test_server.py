@@ -286,6 +286,7 @@ def test_warmup_replayed_and_failing_warmup_fails_the_load(exported, tmp_path):
         assert RestClient(server.url).predict("text", instances=["a"])["predictions"][0]["length"] == 1  # latest: 1
 
 
+@pytest.mark.slow
 def test_concurrent_requests(exported, tmp_path):
     shutil.copytree(exported["text1"], tmp_path / "text" / "1")
     for batching in (False, True):
@@ -323,6 +324,7 @@ def test_request_size_limit_and_default_host(exported, tmp_path):
         assert http(server, "POST", "/v1/models/text:predict", {"instances": ["x" * 900]})[0] == 200
 
 
+@pytest.mark.slow
 def test_cli_server_and_client(exported, tmp_path):
     shutil.copytree(exported["text1"], tmp_path / "models" / "text" / "1")
     config = str(tmp_path / "models.config")
