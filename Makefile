@@ -10,7 +10,9 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 CORPUS ?=
 VOCAB_SIZE ?= 8000
-DEMO_STEPS ?= 900
+DEMO_STEPS ?= 600
+# DEMO_PROFILE=long: the biLM trained longer, for word senses (demo/training_steps.py PROFILES).
+DEMO_PROFILE ?= default
 MINILM_STEPS ?= 100
 PYTEST_ARGS ?=
 # Test files run two at a time, each file in one worker (pytest-xdist `--dist loadfile`: a module's fixtures are
@@ -34,7 +36,7 @@ $(STAMP): $(RUNTIME_STAMP) requirements-test.txt
 	touch $(STAMP)
 
 demo: $(RUNTIME_STAMP)
-	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) --minilm_steps $(MINILM_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
+	$(PY) -m demo --demo_dir '$(DEMO_DIR)' --vocab_size $(VOCAB_SIZE) --demo_steps $(DEMO_STEPS) --profile $(DEMO_PROFILE) --minilm_steps $(MINILM_STEPS) $(if $(CORPUS),--corpus '$(CORPUS)')
 
 test: $(STAMP)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)

