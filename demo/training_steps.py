@@ -7,7 +7,7 @@ documents (`--eval_data`: the held-out set's TFRecords):
   from those weights (`--init_checkpoint`: the "after" figures).
 
 A run that finished with the same flags on the same data is reused without starting a process (its figures
-are kept in `demo_result.json`), an interrupted one resumes; a run trained on other data starts afresh.
+are kept in `demo_result.json`), an interrupted one resumes; a run trained on other data or with other flags starts afresh.
 """
 
 import json
@@ -29,10 +29,11 @@ MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
 # Each profile's share of `--demo_steps` per model. `default` fits `make demo` in 20 minutes on 2 AVX2 cores,
 # set-up included: on the Brown Corpus 600 steps keep BERT's held-out MLM accuracy above 2x the most frequent
 # token's and GPT's perplexity under 0.35x the unigram's, and give the biLM the steps its perplexity needs to
-# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM for the senses: the sweep in
-# docs/learning.md says how far that gets against the most-frequent-sense ceiling, at what CPU cost.
+# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM five times longer for the
+# senses (the model closest to the most-frequent-sense ceiling; the sweep in docs/learning.md#recipes-for-
+# word-senses); the other runs are reused from a default run.
 PROFILES = {"default": {"bert": 1.0, "gpt": 1.0, "bilm": 1.0},
-            "long": {"bert": 1.0, "gpt": 1.0, "bilm": 3.0}}
+            "long": {"bert": 1.0, "gpt": 1.0, "bilm": 5.0}}
 # The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
 # fine-tuning rate so that a short run adapts it without erasing what it knows.
 MINILM_BATCH = 16
@@ -53,15 +54,16 @@ def _flags(steps: int, **fields) -> list[str]:
     return [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
 
 
-def _drop_if_other_data(model_dir: str, data_pattern: str, sink: list | None = None) -> None:
-    """A run trained on other data (another corpus, vocabulary or data flags: another metadata.json) cannot
-    resume: start it afresh. Records the data it trains on (`trained_on.json`)."""
+def _drop_if_other_run(model_dir: str, data_pattern: str, args: list[str], sink: list | None = None) -> None:
+    """A run trained on other data (another corpus, vocabulary or data flags: another metadata.json) or with
+    other flags (`--demo_steps`, `--profile`: a schedule the trainer would refuse to change) cannot resume:
+    start it afresh. Records what it trains on and with (`trained_on.json`)."""
     from preprocessing.metadata import FILE_NAME
 
     key_path = os.path.join(model_dir, "trained_on.json")
-    key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME))}
+    key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME)), "args": args}
     if os.path.isdir(model_dir) and not commands.key_matches(key_path, key):
-        commands.say(f"{model_dir} was trained on other data: starting afresh", sink)
+        commands.say(f"{model_dir} was trained on other data or with other flags: starting afresh", sink)
         shutil.rmtree(model_dir)
     os.makedirs(model_dir, exist_ok=True)
     commands.write_key(key_path, key)  # before training: an interrupted run on the same data resumes
@@ -100,7 +102,7 @@ def train(model_dir: str, train_data: str, heldout: str, examples: int, batch: i
     set; returns the held-out metrics and the wall seconds. A run that finished with the same flags on the
     same data is reused without starting a process (`RESULT_FILE`); an interrupted one resumes.
     Its output goes to `sink` if given (`commands.say`)."""
-    _drop_if_other_data(model_dir, train_data, sink)
+    _drop_if_other_run(model_dir, train_data, args, sink)
     if examples < batch:
         raise RuntimeError(f"{heldout}: {examples} held-out examples, fewer than a batch of {batch}")
     reused = _reused(model_dir, train_data, heldout, args, sink)

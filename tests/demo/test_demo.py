@@ -283,7 +283,7 @@ def test_nearest_sentences_reads_the_embedding_jobs_records_back(tmp_path, capsy
 
 def test_a_step_reruns_when_its_input_files_change_under_the_same_name(tmp_path, monkeypatch, capsys):
     """A new corpus rewrites `corpus/train.txt` under the same path: the vocabulary step must not reuse
-    the old vocabulary, and a training run on other data must start afresh."""
+    the old vocabulary, and a training run on other data, or with other flags, must start afresh."""
     calls = []
 
     def fake_vocab_job(name, *args, **kwargs):  # stands in for the Beam job (tested in tests/pipeline)
@@ -306,12 +306,16 @@ def test_a_step_reruns_when_its_input_files_change_under_the_same_name(tmp_path,
     data, run = tmp_path / "data" / "bert", tmp_path / "runs" / "bert"
     data.mkdir(parents=True)
     (data / "metadata.json").write_text('{"examples": 10}')
-    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))
+    pattern, flags = str(data / "bert-*.tfrecord"), ["--set", "train_steps=600"]
+    training_steps._drop_if_other_run(str(run), pattern, flags)
     (run / "ckpt-1.index").write_text("weights")
-    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))  # same data: resumes
+    training_steps._drop_if_other_run(str(run), pattern, flags)  # same data and flags: resumes
     assert (run / "ckpt-1.index").exists()
+    training_steps._drop_if_other_run(str(run), pattern, ["--set", "train_steps=3000"])  # DEMO_PROFILE=long
+    assert not (run / "ckpt-1.index").exists() and "with other flags: starting afresh" in capsys.readouterr().out
+    (run / "ckpt-1.index").write_text("weights")
     (data / "metadata.json").write_text('{"examples": 12}')
-    training_steps._drop_if_other_data(str(run), str(data / "bert-*.tfrecord"))
+    training_steps._drop_if_other_run(str(run), pattern, ["--set", "train_steps=3000"])
     assert not (run / "ckpt-1.index").exists() and "trained on other data" in capsys.readouterr().out
 
 
