@@ -3,7 +3,7 @@ baselines a model that learned nothing about context would reach.
 
     python -m benchmarks.model_quality [--work_dir .cache/model_quality] [--steps N] [--models bert,gpt,bilm]
         [--senses wordnet|PATH --sense_every K] [--data_dir DEMO_DIR/data] [--preset bilm_mini] \\
-        [--set FIELD=VALUE ...] [--no_history]
+        [--set FIELD=VALUE ...] [--no_history] [--note TEXT]
 
 Runs the product end to end, each step a real command: `pipeline.vocab` learns an 8k WordPiece vocabulary
 from `../shared/data/corpus/pretrain.txt.gz`; `pipeline.pretraining_data` writes TFRecords for each model from
@@ -245,8 +245,9 @@ def checks(results: dict) -> list[tuple[str, bool, str]]:
 
 
 def history_figures(results: dict, workload: str) -> list:
-    """Each model's figure over its context-free baseline (for perplexity, lower is better), and its training
-    wall seconds, for `benchmarks.history`."""
+    """Each model's figure over its context-free baseline (for perplexity, lower is better), its training
+    wall seconds and, when senses were scored, each checkpoint's best contextual sense accuracy over the
+    most-frequent-sense ceiling (its `total_cpu_s`: the training CPU so far), for `benchmarks.history`."""
     from benchmarks.history import Figure
 
     figures = []
@@ -259,6 +260,10 @@ def history_figures(results: dict, workload: str) -> list:
             figures.append(Figure(f"{kind}_perplexity_over_unigram", model["perplexity"] / base["perplexity"],
                                   False, workload))
         figures.append(Figure(f"{kind}_train_seconds", model["train_seconds"], False, workload))
+        for point in (r.get("senses") or {}).get("curve", []):  # the sense curve: one figure per checkpoint
+            figures.append(Figure(f"{kind}_sense_accuracy_over_mfs_at_step_{point['step']}",
+                                  point["contextual_accuracy"] / point["mfs_ceiling"], True, workload,
+                                  total_cpu_s=point["cpu_minutes"] * 60))
     return figures
 
 
@@ -272,6 +277,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sense_every", type=int, default=None, help="steps between scored checkpoints")
     parser.add_argument("--data_dir", default=None, help="train on the TFRecords there (the demo's layout) instead")
     parser.add_argument("--no_history", action="store_true", help="do not append to benchmarks/results/")
+    parser.add_argument("--note", default="",
+                        help="added to the history's workload, so that a run beside other jobs is kept apart")
     parser.add_argument("--preset", default=None, help="instead of <model>_tiny (one model per run)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="a TrainConfig or model field over the recipe (batch_size=16, learning_rate=3e-3, ...)")
@@ -294,7 +301,7 @@ def main(argv=None) -> int:
         from benchmarks import history
         workload = (f"{args.data_dir or 'shared corpus'}; steps {args.steps or 'default recipes'}; "
                     f"models {args.models}" + (f"; preset {args.preset}" if args.preset else "")
-                    + "".join(f"; {item}" for item in args.set))
+                    + "".join(f"; {item}" for item in args.set) + (f"; {args.note}" if args.note else ""))
         history.record("model_quality", history_figures(results, workload))
     print(json.dumps(results))
     return 1 if default and not all(passed for _, passed, _ in verdicts) else 0

@@ -42,3 +42,14 @@ def test_history_figures_are_ratios_to_the_baselines():
     assert figures["gpt_perplexity_over_unigram"].value == pytest.approx(0.3)
     assert not figures["gpt_perplexity_over_unigram"].higher_is_better
     assert figures["bilm_train_seconds"].value == 400.0
+
+
+def test_history_keeps_the_sense_curve_with_its_cpu():
+    curve = [{"step": 300, "cpu_minutes": 3.5, "contextual_accuracy": 0.38, "mfs_ceiling": 0.40},
+             {"step": 600, "cpu_minutes": 7.0, "contextual_accuracy": 0.42, "mfs_ceiling": 0.40}]
+    results = {"bilm": dict(GOOD["bilm"], senses={"curve": curve})}
+    figures = {f.metric: f for f in model_quality.history_figures(results, "w")}
+    assert figures["bilm_sense_accuracy_over_mfs_at_step_300"].value == pytest.approx(0.95)
+    assert figures["bilm_sense_accuracy_over_mfs_at_step_600"].value == pytest.approx(1.05)
+    assert figures["bilm_sense_accuracy_over_mfs_at_step_600"].total_cpu_s == pytest.approx(420.0)
+    assert figures["bilm_sense_accuracy_over_mfs_at_step_600"].higher_is_better

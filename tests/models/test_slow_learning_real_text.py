@@ -7,7 +7,7 @@ output_bias=false) on an AMD EPYC, AVX2, 2 cores: held-out loss 6.696 against th
 hidden states of 8 windows within 0.017 of each other, one top prediction everywhere, so every assertion
 fails; with the preset, 6.406, 5.2 and 7. About 70 s on that machine, a quarter of it the data jobs.
 
-The product runs end to end: `pipeline.vocab` and `pipeline.pretraining_data` on 300 training documents and
+The product runs end to end: `pipeline.vocab` and `pipeline.pretraining_data` on 200 training documents and
 the held-out file, `models.training.train`, `models.training.baselines`.
 """
 
