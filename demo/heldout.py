@@ -55,9 +55,10 @@ def write_split(corpus: str, out_dir: str, key: list) -> dict:
     meta_path = os.path.join(out_dir, "split.json")
     if os.path.exists(meta_path):
         saved = json.load(open(meta_path))
-        if saved.get("key") == key:
+        paths = {"train": os.path.join(out_dir, "train.txt"), "heldout": os.path.join(out_dir, "heldout.txt")}
+        if saved.get("key") == key and all(map(os.path.exists, paths.values())):
             print(f"reusing {out_dir} (same corpus files)")
-            return saved["split"]
+            return {**saved["split"], **paths}  # named from this run's out_dir: the demo_dir may be spelt otherwise
     docs = []
     for path in sorted(glob.glob(corpus)):
         with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8", errors="replace") as f:

@@ -128,6 +128,9 @@ def test_heldout_files_are_written_once_and_reused(tmp_path, capsys):
     assert len(train) + len(held) == 60 and not {tuple(d) for d in train} & {tuple(d) for d in held}
     assert heldout.write_split(str(corpus), str(tmp_path / "split"), key) == first
     assert "reusing" in capsys.readouterr().out
+    other_spelling = os.path.join(str(tmp_path), ".", "split")  # e.g. a relative demo_dir, then an absolute one
+    assert heldout.write_split(str(corpus), other_spelling, key)["train"] == os.path.join(other_spelling, "train.txt")
+    assert "reusing" in capsys.readouterr().out
 
 
 def test_sense_table_puts_each_models_best_contextual_layer_against_its_static_layer_and_the_ceiling():
