@@ -63,11 +63,29 @@ def _drop_if_other_run(model_dir: str, data_pattern: str, args: list[str], sink:
 
     key_path = os.path.join(model_dir, "trained_on.json")
     key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME)), "args": args}
+    if os.path.exists(key_path):
+        with open(key_path) as f:
+            if "args" not in json.load(f):  # recorded before the flags were
+                _record_legacy_flags(model_dir, key_path, args)
     if os.path.isdir(model_dir) and not commands.key_matches(key_path, key):
         commands.say(f"{model_dir} was trained on other data or with other flags: starting afresh", sink)
         shutil.rmtree(model_dir)
     os.makedirs(model_dir, exist_ok=True)
     commands.write_key(key_path, key)  # before training: an interrupted run on the same data resumes
+
+
+def _record_legacy_flags(model_dir: str, key_path: str, args: list[str]) -> None:
+    """A `trained_on.json` written before it held the flags takes them from the finished run's `RESULT_FILE`,
+    so that an unchanged run is kept; an unfinished run is taken to have these flags (the trainer's own rerun
+    check refuses a changed schedule)."""
+    result_path = os.path.join(model_dir, RESULT_FILE)
+    with open(key_path) as f:
+        saved = json.load(f)
+    saved["args"] = args
+    if os.path.exists(result_path):
+        with open(result_path) as f:
+            saved["args"] = json.load(f)["key"]["args"]
+    commands.write_key(key_path, saved)
 
 
 RESULT_FILE = "demo_result.json"  # a finished run's figures, with what they were measured on

@@ -316,6 +316,16 @@ def test_a_step_reruns_when_its_input_files_change_under_the_same_name(tmp_path,
     assert (run / "ckpt-1.index").exists()
     training_steps._drop_if_other_run(str(run), pattern, ["--set", "train_steps=3000"])  # DEMO_PROFILE=long
     assert not (run / "ckpt-1.index").exists() and "with other flags: starting afresh" in capsys.readouterr().out
+    # a run recorded before trained_on.json held the flags: its finished run's flags stand in for them
+    (run / "ckpt-1.index").write_text("weights")
+    key = json.loads((run / "trained_on.json").read_text())
+    (run / "trained_on.json").write_text(json.dumps({"data": key["data"]}))
+    (run / training_steps.RESULT_FILE).write_text(json.dumps({"key": {"args": ["--set", "train_steps=3000"]}}))
+    training_steps._drop_if_other_run(str(run), pattern, ["--set", "train_steps=3000"])  # the same: kept
+    assert (run / "ckpt-1.index").exists()
+    (run / "trained_on.json").write_text(json.dumps({"data": key["data"]}))
+    training_steps._drop_if_other_run(str(run), pattern, flags)  # other flags: afresh
+    assert not (run / "ckpt-1.index").exists() and "with other flags: starting afresh" in capsys.readouterr().out
     (run / "ckpt-1.index").write_text("weights")
     (data / "metadata.json").write_text('{"examples": 12}')
     training_steps._drop_if_other_run(str(run), pattern, ["--set", "train_steps=3000"])
