@@ -28,13 +28,18 @@ def polysemy_figures(s: dict) -> dict:
 
 def ceiling_verdicts(polysemy: dict) -> list[str]:
     """One plain line per model: does its best contextual layer beat the most-frequent-sense ceiling, and by
-    how much in points and in standard errors."""
+    how much in points and in standard errors (a gap under one standard error is said to be one)."""
     lines = []
     for name, p in polysemy.items():
         gap = p["accuracy"] - p["mfs_baseline"]
         errors = f" = {gap / p['stderr']:+.1f} standard errors" if p.get("stderr") else ""
         verdict = "beats" if gap > 0 else "ties" if gap == 0 else "stays below"
-        lines.append(f"{name} ({TRACKS.get(name, '')}): {verdict} the ceiling: {p['best_layer']} "
+        if gap and p.get("stderr") and abs(gap) < p["stderr"]:
+            verdict += " the ceiling within one standard error, so not measurably:" if gap > 0 else \
+                " the ceiling by less than one standard error:"
+        else:
+            verdict += " the ceiling:"
+        lines.append(f"{name} ({TRACKS.get(name, '')}): {verdict} {p['best_layer']} "
                      f"{p['accuracy']:.3f} ± {p.get('stderr') or 0:.3f} against {p['mfs_baseline']:.3f}, "
                      f"{100 * gap:+.1f} points{errors}")
     return lines

@@ -145,7 +145,13 @@ def test_sense_table_puts_each_models_best_contextual_layer_against_its_static_l
         "bert (from scratch): beats the ceiling: layer_2 0.420 ± 0.010 against 0.400, +2.0 points = +2.0 standard "
         "errors"]
     below = {"gpt": {**polysemy["bert"], "accuracy": 0.38}}
-    assert summary.ceiling_verdicts(below)[0].startswith("gpt (from scratch): stays below the ceiling")
+    assert summary.ceiling_verdicts(below)[0].startswith("gpt (from scratch): stays below the ceiling: layer_2")
+    close = {"bilm": {**polysemy["bert"], "accuracy": 0.3991}, "gpt": {**polysemy["bert"], "accuracy": 0.4009}}
+    assert summary.ceiling_verdicts(close) == [
+        "bilm (from scratch): stays below the ceiling by less than one standard error: layer_2 0.399 ± 0.010 "
+        "against 0.400, -0.1 points = -0.1 standard errors",
+        "gpt (from scratch): beats the ceiling within one standard error, so not measurably: layer_2 0.401 ± 0.010 "
+        "against 0.400, +0.1 points = +0.1 standard errors"]
     continued = {stage: {"mlm_loss": loss, "mlm_accuracy": acc, "steps": 3, "train_seconds": 1.0}
                  for stage, loss, acc in (("before", 4.0, 0.3), ("after", 3.0, 0.4))}
     figures = summary.adaptation(continued, {"minilm_converted": {"accuracy": 0.5}, "minilm": {"accuracy": 0.52}})
