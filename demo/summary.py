@@ -28,7 +28,7 @@ def polysemy_figures(s: dict) -> dict:
 
 def ceiling_verdicts(polysemy: dict) -> list[str]:
     """One plain line per model: does its best contextual layer beat the most-frequent-sense ceiling, and by
-    how much in points and in standard errors (a gap under one standard error is said to be one)."""
+    how much in points and in standard errors, saying so when the gap is under one standard error."""
     lines = []
     for name, p in polysemy.items():
         gap = p["accuracy"] - p["mfs_baseline"]

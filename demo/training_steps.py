@@ -65,7 +65,7 @@ def _drop_if_other_run(model_dir: str, data_pattern: str, args: list[str], sink:
     key = {"data": commands.file_sha256(os.path.join(os.path.dirname(data_pattern), FILE_NAME)), "args": args}
     if os.path.exists(key_path):
         with open(key_path) as f:
-            if "args" not in json.load(f):  # recorded before the flags were
+            if "args" not in json.load(f):  # written before it held the flags
                 _record_legacy_flags(model_dir, key_path, args)
     if os.path.isdir(model_dir) and not commands.key_matches(key_path, key):
         commands.say(f"{model_dir} was trained on other data or with other flags: starting afresh", sink)
