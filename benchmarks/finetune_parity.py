@@ -170,6 +170,7 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    started_on = history.git_commit()  # the code measured: the run takes hours
     paths = prepare(args.tasks, args.work, args.cache, args.train_examples, args.tag_train_examples)
     summaries = []
     for task in ("classify",) + (() if args.skip_tagging else ("tag",)):
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
             workload = (f"all-MiniLM-L6-v2 {s['task']}: {s['train_examples']} train / {s['eval_examples']} eval, "
                         f"{args.epochs} epochs, batch 32, seq 64, {args.seeds} seeds")
             found += figures(s, workload)
-        history.record("finetune_parity", found)
+        history.record("finetune_parity", found, measured_at=started_on)
     print(json.dumps({"cpu_model": history.cpu_model(), "seeds": args.seeds, "epochs": args.epochs,
                       "summaries": summaries}))
     return 0

@@ -137,11 +137,14 @@ def git_commit(root: str | None = None) -> tuple[str, bool]:
     return commit, bool(status.strip())
 
 
-def record(benchmark: str, figures: list[Figure], results_dir: str = RESULTS_DIR) -> list[str]:
-    """Appends the figures to `results_dir/<benchmark>.jsonl`, prints and returns one verdict line each."""
+def record(benchmark: str, figures: list[Figure], results_dir: str = RESULTS_DIR,
+           measured_at: tuple[str, bool] | None = None) -> list[str]:
+    """Appends the figures to `results_dir/<benchmark>.jsonl`, prints and returns one verdict line each.
+    `measured_at`: the (commit, dirty) the run started on (`git_commit()` then), for a run long enough that the
+    checkout may move before it ends; default: the checkout's now."""
     path = os.path.join(results_dir, f"{benchmark}.jsonl")
     history = read(path)
-    commit, dirty = git_commit()
+    commit, dirty = measured_at or git_commit()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     new = [entry(benchmark, f, commit, dirty, cpu_model(), os.cpu_count() or 0, when, cpu_isa()) for f in figures]
     lines = [verdict(compare(history, e), e) for e in new]

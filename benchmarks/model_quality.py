@@ -283,6 +283,9 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="a TrainConfig or model field over the recipe (batch_size=16, learning_rate=3e-3, ...)")
     args = parser.parse_args(argv)
+    from benchmarks import history
+
+    started_on = history.git_commit()  # the code measured, should the checkout move during the run
     overrides = dict(item.split("=", 1) for item in args.set)
     senses = args.senses
     if senses == "wordnet":
@@ -298,11 +301,10 @@ def main(argv=None) -> int:
     default = args.steps is None and args.data_dir is None and not overrides and not args.preset  # the recipes
     # the thresholds were set for
     if not args.no_history:
-        from benchmarks import history
         workload = (f"{args.data_dir or 'shared corpus'}; steps {args.steps or 'default recipes'}; "
                     f"models {args.models}" + (f"; preset {args.preset}" if args.preset else "")
                     + "".join(f"; {item}" for item in args.set) + (f"; {args.note}" if args.note else ""))
-        history.record("model_quality", history_figures(results, workload))
+        history.record("model_quality", history_figures(results, workload), measured_at=started_on)
     print(json.dumps(results))
     return 1 if default and not all(passed for _, passed, _ in verdicts) else 0
 

@@ -76,3 +76,9 @@ def test_record_appends_lines_and_compares_with_the_file(tmp_path, capsys):
                              "fixed_cpu_s", "commit", "dirty", "cpu_model", "cpu_isa", "cpus", "time"}
     assert lines[0]["cpu_model"] == history.cpu_model() and "WORSE" in capsys.readouterr().out
     assert lines[0]["cpu_isa"] == history.cpu_isa()
+
+
+def test_a_long_run_records_the_commit_it_started_on(tmp_path):
+    history.record("bench", [Figure("x_per_cpu_s", 1.0, workload="w")], str(tmp_path), measured_at=("abc1234", True))
+    entry = history.read(str(tmp_path / "bench.jsonl"))[-1]
+    assert (entry["commit"], entry["dirty"]) == ("abc1234", True)
