@@ -75,4 +75,4 @@ def test_a_test_over_its_budget_errors_at_teardown(pytester, monkeypatch):
     monkeypatch.setenv("TEST_BUDGET_SCALE", "0.001")  # 0.12 s by default, 1 s for the marked test
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:xdist")
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*test_over took 0.2 s (setup, call and teardown), over the default 120 s (x0.001)*"])
+    result.stdout.fnmatch_lines(["*test_over took * s (setup, call and teardown), over the default 120 s (x0.001)*"])
