@@ -30,11 +30,11 @@ MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
 # Each profile's share of `--demo_steps` per model. `default` fits `make demo` in 20 minutes on 2 AVX2 cores,
 # set-up included: on the Brown Corpus 600 steps keep BERT's held-out MLM accuracy above 2x the most frequent
 # token's and GPT's perplexity under 0.35x the unigram's, and give the biLM the steps its perplexity needs to
-# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM five times longer for the
-# senses, the model closest to the most-frequent-sense ceiling: 0.4085 against 0.409 at 3,000 steps, 33.8
-# CPU-min on AVX2 (docs/learning.md#recipes-for-word-senses); the other runs are reused from a default run.
+# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM seven times longer for the
+# senses, the model closest to the most-frequent-sense ceiling: 0.4156 against 0.409 at 4,200 steps, 49.5
+# CPU-min on AVX2 (3,000 steps: 0.4085; docs/learning.md#recipes-for-word-senses); the other runs are reused.
 PROFILES = {"default": {"bert": 1.0, "gpt": 1.0, "bilm": 1.0},
-            "long": {"bert": 1.0, "gpt": 1.0, "bilm": 5.0}}
+            "long": {"bert": 1.0, "gpt": 1.0, "bilm": 7.0}}
 # The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
 # fine-tuning rate so that a short run adapts it without erasing what it knows.
 MINILM_BATCH = 16
