@@ -20,16 +20,20 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
 
+def _all_flags(path: str = CPU_INFO) -> frozenset[str]:
+    """Every flag of the first `flags` line of `path`; empty when unreadable (not Linux)."""
+    try:
+        with open(path) as f:
+            return next((frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
+                        frozenset())
+    except OSError:
+        return frozenset()
+
+
 def cpu_flags(path: str = CPU_INFO) -> frozenset[str]:
     """The CPU's bfloat16 flags (of `BF16_FLAGS`) from the first `flags` line of `path`; empty when unreadable
     (not Linux)."""
-    if not os.path.exists(path):
-        return frozenset()
-    with open(path) as f:
-        for line in f:
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split()) & frozenset(BF16_FLAGS)
-    return frozenset()
+    return _all_flags(path) & frozenset(BF16_FLAGS)
 
 
 def cpu_class(flags: frozenset[str]) -> str:
@@ -82,11 +86,7 @@ def cpu_isa(path: str = CPU_INFO) -> str:
     """The `ISA_FLAGS` this CPU reports, joined by "+" (`avx2`, `avx2+avx512f+avx512_bf16`); "" when
     /proc/cpuinfo cannot be read. `ONEDNN_MAX_CPU_ISA=AVX2` on an AVX-512 machine is noted as
     `+onednn_avx2` (oneDNN limited, XLA's own kernels not)."""
-    try:
-        with open(path) as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        return ""
+    flags = _all_flags(path)
     isa = "+".join(flag for flag in ISA_FLAGS if flag in flags)
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() == "AVX2" and "avx512f" in flags:
         isa += "+onednn_avx2"
