@@ -2,4 +2,4 @@
 the ratio (tokenization, vocabulary, pretraining data, training, serving, model quality, fine-tuning, polysemy).
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -2,4 +2,4 @@
 and where registry data and the workplace's shared data are cached and found.
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

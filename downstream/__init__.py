@@ -2,4 +2,4 @@
 per-word features (`features`) and the polysemy evaluation (`evaluate_senses`).
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -26,7 +26,7 @@ invalid UTF-8. `--bad_lines skip` also drops every line that cannot be embedded 
 
 Output: the shards and metadata.json are written under `DIR/.staging-RUNID/` and moved into DIR at the
 end, metadata.json last, so a failed run leaves only a hidden staging folder (the next run removes it).
-`--overwrite` keeps every command's contract (`preprocessing.overwrite`: only the earlier run's listed
+`--overwrite` keeps every command's contract (`commands.overwrite`: only the earlier run's listed
 files; another kind of output, the `--module` folder or an input file's folder refused). SIGTERM stops the
 local workers before anything else (exit status 143). See docs/embed.md and docs/limits.md.
 """
@@ -53,10 +53,10 @@ from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, qu
 from pipeline.shard_writer import METADATA, ShardWriter
 from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
-from preprocessing import overwrite
+from commands import overwrite
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
-from preprocessing.user_errors import UserError, check_range, exit_status, writable_dir
+from commands.user_errors import UserError, check_range, exit_status, writable_dir
 
 SHARD_PREFIX = "embeddings"
 DEFAULT_LAYERS = "last"
@@ -289,7 +289,7 @@ def prepare(args, beam_args=()) -> tuple[EmbedConfig, list[str], dict]:
 
 
 def plan_overwrite(args, files: list[str]) -> overwrite.Plan:
-    """What `--overwrite` removes (`preprocessing.overwrite`); `UserError` for a folder it may not write."""
+    """What `--overwrite` removes (`commands.overwrite`); `UserError` for a folder it may not write."""
     return overwrite.plan(args.output_dir, overwrite.EMBED, args.overwrite, input_files=files,
                           reads=corpus_io.pattern_reads(args.input), input_folders={"--module": args.module})
 

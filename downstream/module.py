@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 CHUNK = 4096  # texts per tokenizer call
 

@@ -3,4 +3,4 @@
 Subpackages: `training/` (the trainer and the train/evaluate commands), `convert/` (public checkpoints).
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from models import config as config_lib
 from preprocessing.metadata import DatasetMetadata
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 KINDS = ("bert", "gpt", "bilm")
 CONFIG_FILE = "config.json"

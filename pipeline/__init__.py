@@ -2,4 +2,4 @@
 (`pipeline.pretraining_data`). Imports only `preprocessing`; each job is `run(argv)` with I/O at its edges.
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

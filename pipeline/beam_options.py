@@ -30,7 +30,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from preprocessing.user_errors import UserError, check_range, verbose_wanted
+from commands.user_errors import UserError, check_range, verbose_wanted
 
 LOCAL_DEFAULTS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
 IN_PROCESS = ["--runner=FnApiRunner"]

@@ -12,7 +12,7 @@ them, written last (a folder without it is an unfinished run), and one summary l
 byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` and
 `pipeline.pretraining_data` with the same flags.
 
-`--overwrite` (`preprocessing.overwrite`, every command's one contract) removes, once every check has passed,
+`--overwrite` (`commands.overwrite`, every command's one contract) removes, once every check has passed,
 the earlier run's report and the cleaned files it lists, nothing else; an output folder holding another kind
 of output, or that an input file sits in (a rerun would read its own output), is refused. A failed or stopped
 run (SIGTERM: its local workers stopped first) leaves none of its files; exit status 128 + N on signal N.
@@ -32,8 +32,8 @@ from pipeline.cleaning import CleanDocuments, read_heldout
 from pipeline.documents import ReadDocuments
 from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
-from preprocessing import overwrite
-from preprocessing.user_errors import UserError, exit_status, writable_dir
+from commands import overwrite
+from commands.user_errors import UserError, exit_status, writable_dir
 
 REPORT = "clean_report"
 

@@ -15,7 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import corpus_io
 from pipeline.cleaning import CleanConfig
 from preprocessing import dedup_config, packed_keys, text_filters
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 FLAGS = ("filters", "dedup", "decontaminate")
 REPORT_FILES = ("cleaning.json", "cleaning.md")  # beside a job's output (`pipeline.pretraining_data`)

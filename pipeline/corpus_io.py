@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from pipeline.beam_options import Counts
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 NAMESPACE = "corpus"
 
@@ -91,7 +91,7 @@ def check_pattern(pattern: str, flag: str = "--input") -> list[str]:
 
 def pattern_reads(pattern: str):
     """`reads(path)`: would `pattern` match `path` (Beam's own glob rules: `*` within a folder, `**` across
-    folders)? For `preprocessing.overwrite`, which refuses an output folder the input pattern reaches into."""
+    folders)? For `commands.overwrite`, which refuses an output folder the input pattern reaches into."""
     from apache_beam.io.filesystem import FileSystem
 
     regex = re.compile(FileSystem.translate_pattern(pattern))

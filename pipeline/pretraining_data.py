@@ -37,9 +37,9 @@ from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
 from pipeline.shard_writer import write_failed
-from preprocessing import overwrite, schema, sentence_pairs
+from commands import overwrite, schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
-from preprocessing.user_errors import UserError, check_range, exit_status, require_file, writable_dir
+from commands.user_errors import UserError, check_range, exit_status, require_file, writable_dir
 from preprocessing.vocabulary import Vocabulary
 
 DEFAULT_LENGTH = {"bert": 128, "gpt": 128, "bilm": 20}
@@ -211,7 +211,7 @@ def check_args(args, beam_args) -> None:
 
 def prepare(args) -> tuple[JobConfig, list[str], overwrite.Plan]:
     """Checks everything that can be checked before the job runs; raises `UserError` with the reason. Returns
-    the config, the input files and what `--overwrite` removes (`preprocessing.overwrite`)."""
+    the config, the input files and what `--overwrite` removes (`commands.overwrite`)."""
     vocab = Vocabulary.from_file(args.vocab)
     lower_case = (not vocab.looks_cased) if args.lower_case is None else args.lower_case
     if lower_case and vocab.looks_cased:

@@ -241,7 +241,7 @@ def add_argument(parser) -> None:
 def check_seconds(seconds: float) -> float:
     """`--progress_seconds`: 0 (no progress lines) or in [0.1, 86400]; `UserError` otherwise (a negative or
     nan value would turn the lines off unsaid, inf would stop the reporting thread, 0.001 floods stderr)."""
-    from preprocessing.user_errors import UserError
+    from commands.user_errors import UserError
 
     if seconds == 0:
         return seconds

@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 
 from preprocessing.metadata import FILE_NAME as METADATA
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 
 def shard_name(model: str, index: int, num_shards: int, gzip: bool) -> str:

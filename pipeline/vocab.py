@@ -27,7 +27,7 @@ from pipeline.beam_options import (Counts, SetupDoFn, check_beam_args, pipeline_
 from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
-from preprocessing.user_errors import UserError, check_range, exit_status, writable_file
+from commands.user_errors import UserError, check_range, exit_status, writable_file
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 _BATCH_LINES = 4096

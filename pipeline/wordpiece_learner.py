@@ -14,7 +14,7 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 from preprocessing.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
 
 # Words are fed to the trainer as space-joined text in chunks of about this many characters.

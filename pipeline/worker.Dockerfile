@@ -4,8 +4,8 @@
 #   docker build -f pipeline/worker.Dockerfile -t REGION-docker.pkg.dev/PROJECT/REPO/pipeline-worker:2.77.0 .
 #   docker push REGION-docker.pkg.dev/PROJECT/REPO/pipeline-worker:2.77.0
 #
-# then pass `--sdk_container_image` with that tag and `--setup_file ./setup.py` (ships pipeline/ and
-# preprocessing/). The SDK version of the image must equal the launching environment's apache-beam.
+# then pass `--sdk_container_image` with that tag and `--setup_file ./setup.py` (ships pipeline/,
+# preprocessing/ and commands/). The SDK version of the image must equal the launching environment's apache-beam.
 FROM apache/beam_python3.11_sdk:2.77.0
 
 COPY requirements.txt /tmp/requirements.txt

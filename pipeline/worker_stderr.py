@@ -4,7 +4,7 @@ The multi-processing `DirectRunner` runs workers as subprocesses sharing the lau
 worker prints a failing bundle's whole traceback there (`sdk_worker.py`: `print(traceback, file=sys.stderr)`),
 which no logging level controls. While a job runs, file descriptor 2 goes through a filter that passes
 every line but Python traceback blocks; the launcher then prints the worker's message in one line
-(`preprocessing.user_errors`). `--verbose` (or `PRETRAINING_TRACEBACK=1`) leaves stderr untouched.
+(`commands.user_errors`). `--verbose` (or `PRETRAINING_TRACEBACK=1`) leaves stderr untouched.
 """
 
 import contextlib
@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from preprocessing.user_errors import verbose_wanted
+from commands.user_errors import verbose_wanted
 
 _HEADER = "Traceback (most recent call last):"
 _CHAINS = ("During handling of the above exception", "The above exception was the direct cause")

@@ -1,8 +1,7 @@
 """Pure text logic as TF / TF-Text ops: normalisation, WordPiece, ELMo characters, pairs, masking, the schema.
 
-The bottom of the house: no Beam, no corpora, no models. The Beam jobs, tf.data and the served graphs all call it.
+The bottom of the house's text logic: no Beam, no corpora, no models, no command plumbing (that is
+`commands/`). The Beam jobs, tf.data and the served graphs all call it.
 """
 
-from preprocessing.tf_startup import quiet_tensorflow_startup
-
-quiet_tensorflow_startup()  # before any command imports TensorFlow (every package's __init__ imports this one)
+import commands  # noqa: F401 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -13,7 +13,7 @@ import os
 import tensorflow as tf
 
 from preprocessing import masking, schema
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, MetadataError, VocabRecord
 from preprocessing.vocabulary import Vocabulary
 

@@ -10,7 +10,7 @@ import hashlib
 
 import tensorflow as tf
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)

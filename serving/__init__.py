@@ -2,4 +2,4 @@
 `server/` serves them over TF Serving's REST (and gRPC) API, `client.py` talks to either server.
 """
 
-import preprocessing  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (tf_startup)
+import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -1,7 +1,7 @@
 """The house's import direction (README, "Layout"): every package imports only packages below it.
 
-    downstream -> serving -> models -> preprocessing;  pipeline -> preprocessing;  downstream -> pipeline;
-    demo, benchmarks on top
+    downstream -> serving -> models -> preprocessing -> commands;  pipeline -> preprocessing;
+    downstream -> pipeline;  demo, benchmarks on top
 
 Inside a package the same holds for its parts: `models`' networks import neither `models.training` nor
 `models.convert`; `serving.server` does not import `serving.export`. Lazy imports inside functions count too.
@@ -13,16 +13,18 @@ import os
 from tests.conftest import ROOT
 
 BELOW = {
-    "preprocessing": set(),
-    "pipeline": {"preprocessing"},
-    "models": {"preprocessing"},
-    "serving": {"models", "preprocessing"},
+    # command plumbing (user errors, --overwrite, TF start-up): the lowest room, below the text logic
+    "commands": set(),
+    "preprocessing": {"commands"},
+    "pipeline": {"preprocessing", "commands"},
+    "models": {"preprocessing", "commands"},
+    "serving": {"models", "preprocessing", "commands"},
     # downstream.embed is a Beam job: it reuses pipeline's runner defaults, corpus reader and shard writer
     # (pipeline sits beside models, below serving, so the arrow still points down)
-    "downstream": {"serving", "models", "pipeline", "preprocessing"},
-    "demo": {"downstream", "serving", "models", "pipeline", "preprocessing"},
+    "downstream": {"serving", "models", "pipeline", "preprocessing", "commands"},
+    "demo": {"downstream", "serving", "models", "pipeline", "preprocessing", "commands"},
     # benchmarks reuse tests/fixtures (tiny datasets, served models), and tests reuse benchmarks' peers
-    "benchmarks": {"demo", "downstream", "serving", "models", "pipeline", "preprocessing", "tests"},
+    "benchmarks": {"demo", "downstream", "serving", "models", "pipeline", "preprocessing", "commands", "tests"},
 }
 # (importer prefix, imported prefix): parts of one package that sit below another part of it
 FORBIDDEN_INSIDE = [

@@ -14,7 +14,7 @@ the module is loaded by `downstream.module.ExportedModule`. Writes to `output_di
 An `output_dir` that already holds those is refused unless `--overwrite`, which removes them (nothing else),
 and only once the run has passed every check and trained its model; a folder holding another kind of output
 (an export, a model_dir, a data job's run), the `--module` folder or one inside it is refused, naming it
-(`preprocessing.overwrite`, the one --overwrite contract). Lines are read to their first MiB; a text is
+(`commands.overwrite`, the one --overwrite contract). Lines are read to their first MiB; a text is
 split into words only as far as the window reads (`downstream.features.split_words`).
 Eval labels (classify, pair) must be training labels: an unseen one is refused, naming it and its lines.
 """
@@ -32,8 +32,8 @@ import numpy as np
 
 from downstream import module as module_lib
 from models import config as config_lib
-from preprocessing import overwrite
-from preprocessing.user_errors import writable_dir
+from commands import overwrite
+from commands.user_errors import writable_dir
 from downstream.finetune import squad
 from downstream.finetune import task_data
 from downstream.finetune import inputs as inputs_lib
@@ -122,13 +122,13 @@ def parse_args(argv):
 
 
 # What `run` writes into output_dir: an earlier run is these, and `--overwrite` removes only these
-# (`preprocessing.overwrite.FINETUNE`, the contract every command's --overwrite keeps).
+# (`commands.overwrite.FINETUNE`, the contract every command's --overwrite keeps).
 OUTPUTS = overwrite.FINETUNE.fixed
 
 
 def check_output_dir(output_dir: str, overwrite_flag: bool,
                      inputs: dict[str, str] | None = None) -> overwrite.Plan:
-    """What `--overwrite` removes from `output_dir` (`preprocessing.overwrite.plan`): raises `UserError` for a
+    """What `--overwrite` removes from `output_dir` (`commands.overwrite.plan`): raises `UserError` for a
     file, a folder holding another kind of output (an export, a model_dir, a data job's run) or an earlier
     fine-tuning without `overwrite_flag`, and for an input folder (`inputs`: `--module` or `--model_dir`) or a
     folder inside it."""

@@ -57,7 +57,7 @@ def parse_args(argv):
 
 def check_args(args) -> None:
     """Ranges and paths, before anything is read or written; raises `UserError`."""
-    from preprocessing.user_errors import check_range, writable_dir
+    from commands.user_errors import check_range, writable_dir
 
     if args.max_seq_length is not None:
         check_range("--max_seq_length", args.max_seq_length, 1)
@@ -209,7 +209,7 @@ def export_checkpoint(fmt: str, model_dir: str, output: str) -> dict:
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
-    from preprocessing.user_errors import exit_status
+    from commands.user_errors import exit_status
 
     try:
         check_args(args)
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
             for part, why in result.get("not_written", {}).items():
                 print(f"not written: {part} ({why})", file=sys.stderr)
     except FileNotFoundError as e:
-        from preprocessing.user_errors import UserError
+        from commands.user_errors import UserError
 
         return exit_status(UserError(str(e)), args.verbose)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 
 class ConversionError(UserError):

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, default=None, help="held-out batches (default: all)")
     args = parser.parse_args(argv)
     from preprocessing import readers
-    from preprocessing.user_errors import exit_status
+    from commands.user_errors import exit_status
 
     try:
         metadata, _ = readers.read_metadata(args.train_data)

@@ -25,7 +25,7 @@ from models.training import distribute
 from models.training.train import CORRUPT_DATA, corrupt_shard, distributed_dataset
 from models.training.trainer import Trainer, json_safe
 from preprocessing import readers
-from preprocessing.user_errors import UserError, check_range, exit_status, require_dir, require_file, writable_file
+from commands.user_errors import UserError, check_range, exit_status, require_dir, require_file, writable_file
 
 METRICS_FILE = "metrics.json"
 

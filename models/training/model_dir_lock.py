@@ -26,7 +26,7 @@ import socket
 import sys
 import time
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 log = logging.getLogger("models.training.train")
 LOCK_FILE = ".train.lock"

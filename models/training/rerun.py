@@ -18,7 +18,7 @@ data from its start (`data_start_step`), not from the position reached in the ol
 import dataclasses
 import os
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 # TrainConfig fields that do not change what the weights become.
 BOOKKEEPING = frozenset({"train_steps", "log_every", "checkpoint_every", "keep_checkpoints", "eval_every",

@@ -44,7 +44,7 @@ from models.training import rerun
 from models.training.model_dir_lock import ModelDirLock
 from models.training.trainer import NonFiniteLossError, Trainer, json_safe
 from preprocessing import readers
-from preprocessing.user_errors import UserError, check_range, exit_status, writable_dir
+from commands.user_errors import UserError, check_range, exit_status, writable_dir
 
 log = logging.getLogger("models.training.train")
 CORRUPT_DATA, NON_FINITE_LOSS = 3, 4  # exit statuses; user errors 2, stopped by signal N: 128 + N

@@ -32,7 +32,7 @@ from models.training import distribute
 from models.training import optimization
 from models.config import TrainConfig
 from models.objective import PretrainingTask
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 log = logging.getLogger("models.training.train")
 HISTORY = "history.jsonl"

@@ -11,7 +11,7 @@ import pytest
 
 from models.training import rerun, train
 from models.training.model_dir_lock import LOCK_FILE, ModelDirLock
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 from tests.fixtures.tiny_models import copy_of
 
 

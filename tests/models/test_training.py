@@ -17,7 +17,7 @@ from models.training import evaluate
 from models.training import hardware, train
 from models.config import TrainConfig
 from models.training.trainer import Trainer
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 from tests.conftest import ROOT
 from tests.fixtures.training import write_dataset
 

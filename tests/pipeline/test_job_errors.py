@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import pretraining_data, vocab as vocab_job
 from pipeline.corpus_io import InputFileError
-from preprocessing.user_errors import UserError, check_range, user_message
+from commands.user_errors import UserError, check_range, user_message
 from tests.conftest import ROOT
 
 CORPUS = "The cat sat on the mat.\nIt was a sunny day.\n\nBirds sang loudly overhead!\nThen the rain came.\n" * 4

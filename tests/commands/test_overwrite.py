@@ -1,4 +1,4 @@
-"""The one `--overwrite` contract (`preprocessing.overwrite`, issue 38): everything is validated first; only
+"""The one `--overwrite` contract (`commands.overwrite`, issue 38): everything is validated first; only
 the earlier run's own outputs, as its record lists them, are removed; a folder holding another kind of output
 is refused naming it; an output folder a rerun would read as input is refused. Here on the pure plan, and on
 the two commands that lost data: `downstream.finetune --overwrite` (deleted before its checks) and
@@ -10,8 +10,8 @@ import os
 import pytest
 
 from downstream.finetune import cli as finetune
-from preprocessing import overwrite
-from preprocessing.user_errors import UserError
+from commands import overwrite
+from commands.user_errors import UserError
 from tests.fixtures.tiny_models import copy_of
 
 

@@ -28,7 +28,7 @@ import re
 import shutil
 from typing import Callable
 
-from preprocessing.user_errors import UserError
+from commands.user_errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from preprocessing.tf_startup import KEEP_ENV, is_startup_noise
+from commands.tf_startup import KEEP_ENV, is_startup_noise
 from tests.conftest import ROOT
 
 NOISE = [

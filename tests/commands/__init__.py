@@ -1,0 +1,1 @@
+"""Tests of `commands/`: user errors, the --overwrite contract, the quiet TensorFlow start-up."""
