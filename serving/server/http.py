@@ -29,9 +29,10 @@ gRPC: each input tensor's values must match its declared shape, and all of them 
 HTTP (`transport.py`, `connections.py`): one event loop owns the sockets and hands whole requests to
 `--rest_api_num_threads` workers, so idle or slow clients hold no worker; `--rest_api_header_timeout_in_ms`
 for headers, `--rest_api_timeout_in_ms` for a pause in a body or a keep-alive idle; connection caps in all
-and per client IP; `--rest_api_max_inflight_bytes` of bodies at once; gzip/deflate request bodies;
-malformed framing answered with a JSON 400. Every flag is checked before a model loads: one line on
-stderr naming the flag and its allowed range, exit status 2.
+and per client IP; `--rest_api_max_inflight_bytes` of bodies at once; gzip/deflate request bodies. h11
+reads and writes HTTP/1.1 (`http_protocol.py`), once per request: a head it cannot read, or malformed
+framing, is answered once with a JSON 400 and the connection closed. Every flag is checked before a model
+loads: one line on stderr naming the flag and its allowed range, exit status 2.
 
 Python API (tests, benchmarks):
     with ModelServer([ModelEntry("bert", "/abs/export/bert")], ServerOptions(rest_api_port=0)) as server:
