@@ -7,7 +7,9 @@
 Every run trains on the same TFRecords, read by the same reader in the same order (`readers.make_dataset`,
 one seed), with the same batch, steps and learning-rate schedule (linear warm-up, linear decay to 0), and
 writes the same JSON: held-out metrics over the first `--eval_batches` batches of `--eval_data` (read in
-order) before training and after every `steps / points` steps, with the CPU-seconds spent so far.
+order) before training and after every `steps / points` steps, with the CPU-seconds spent in training so far
+(`cpu_seconds`: every thread, tracing and compiling included, evaluations and start-up left out, as Model
+Garden's peer counts them).
 
 - `ours`: `models.training.trainer.Trainer`, the product's loop, on the family's task with the preset, the
   preset's recipe and the `--set` overrides, resolved as `models.training.train` resolves them.
@@ -90,8 +92,21 @@ def numpy_metrics(logits, labels, weights) -> tuple[float, float, float]:
     return float(((log_z - label_logit) * weights).sum()), float((correct * weights).sum()), float(weights.sum())
 
 
-def _cpu() -> float:
-    return round(time.process_time(), 1)
+class _TrainCpu:
+    """CPU-seconds (every thread) spent between `start` and `stop` calls, summed: the training steps' share
+    of a process that also evaluates (Model Garden's peer counts the same way)."""
+
+    def __init__(self):
+        self.total, self._started = 0.0, None
+
+    def start(self):
+        self._started = time.process_time()
+
+    def stop(self) -> float:
+        if self._started is not None:
+            self.total += time.process_time() - self._started
+            self._started = None
+        return round(self.total, 1)
 
 
 # --- ours ------------------------------------------------------------------------------------------------
@@ -115,12 +130,13 @@ def run_ours(args, metadata) -> tuple[list[dict], dict]:
     trainer = Trainer(task, train_config, strategy, model_dir)
     data = train_cli.distributed_dataset(strategy, args.train_data, task, train_config, training=True)
     heldout = train_cli.distributed_dataset(strategy, args.eval_data, task, train_config, training=False)
-    rows = [{"step": 0, **trainer.evaluate(heldout, args.eval_batches), "cpu_seconds": _cpu()}]
+    rows = [{"step": 0, **trainer.evaluate(heldout, args.eval_batches), "cpu_seconds": 0.0}]
     trainer.train(data, heldout)
     with open(os.path.join(model_dir, HISTORY)) as f:
-        evals = [json.loads(line) for line in f if '"split": "eval"' in line]
-    rows += [{k: v for k, v in e.items() if k != "split"} for e in evals]
-    rows[-1]["cpu_seconds"] = _cpu()
+        history = [json.loads(line) for line in f]
+    train_cpu = {r["step"]: r["train_cpu_seconds"] for r in history if r["split"] == "train"}
+    rows += [{**{k: v for k, v in e.items() if k != "split"}, "cpu_seconds": train_cpu[e["step"]]}
+             for e in history if e["split"] == "eval"]
     return rows, {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(train_config)}
 
 
@@ -180,11 +196,17 @@ def run_keras_hub(args, metadata) -> tuple[list[dict], dict]:
                                  **expected).map(convert)
     heldout = list(readers.make_dataset(args.eval_data, tc.batch_size, shuffle=False, repeat=True, **expected)
                    .map(convert).take(args.eval_batches))
-    rows = [{"step": 0, **heldout_metrics(args.kind, model, heldout), "cpu_seconds": _cpu()}]
-    every = args.steps // args.points
-    model.fit(train, epochs=args.points, steps_per_epoch=every, verbose=0, callbacks=[_EvalEachEpoch(
-        lambda epoch: rows.append({"step": (epoch + 1) * every, **heldout_metrics(args.kind, model, heldout),
-                                   "cpu_seconds": _cpu()}))])
+    rows = [{"step": 0, **heldout_metrics(args.kind, model, heldout), "cpu_seconds": 0.0}]
+    every, cpu = args.steps // args.points, _TrainCpu()
+
+    def evaluate(epoch):
+        cpu_seconds = cpu.stop()
+        rows.append({"step": (epoch + 1) * every, **heldout_metrics(args.kind, model, heldout),
+                     "cpu_seconds": cpu_seconds})
+        cpu.start()
+
+    cpu.start()
+    model.fit(train, epochs=args.points, steps_per_epoch=every, verbose=0, callbacks=[_EvalEachEpoch(evaluate)])
     info = {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(tc), "head": args.head,
             "keras_hub_model": type(model).__name__}
     if args.model_dir:
