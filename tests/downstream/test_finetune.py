@@ -39,7 +39,8 @@ def _run(task, module, train, eval_path, output_dir, config, log=print) -> dict:
     """Fine-tunes through the Python API (`finetune(FinetuneJob(...))`); returns the metrics it wrote."""
     result = finetune(FinetuneJob(task=task, module=module, train=train, eval=eval_path, output_dir=output_dir,
                                   config=config), log=log)
-    assert json.loads(open(result.metrics_file).read()) == result.metrics
+    with open(result.metrics_file) as f:
+        assert json.load(f) == result.metrics
     return result.metrics
 
 
