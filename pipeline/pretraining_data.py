@@ -37,7 +37,8 @@ from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
 from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
 from pipeline.shard_writer import write_failed
-from commands import overwrite, schema, sentence_pairs
+from commands import overwrite
+from preprocessing import schema, sentence_pairs
 from preprocessing.metadata import FILE_NAME as METADATA, VOCAB_FILE, DatasetMetadata, VocabRecord
 from commands.user_errors import UserError, check_range, exit_status, require_file, writable_dir
 from preprocessing.vocabulary import Vocabulary
