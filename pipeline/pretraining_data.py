@@ -7,8 +7,8 @@
 
 The flow (each step a named Beam transform):
   ReadDocuments (one file per worker, streamed) -> [Clean, with the cleaning flags: `clean_report`] ->
-  BatchDocuments (a GroupByKey on (file, document index
-  // 256): spreads documents over workers in batches that are the same on every runner) ->
+  BatchDocuments (a GroupByKey on (file, document index // 256): spreads documents over workers in batches
+  that are the same on every runner) ->
   TokenizeDocuments (batched tf-text) -> AssignBuckets (stable hash of the document id; no side input, see
   `pipeline.buckets`) -> GroupByKey ->
   MakeExamples (per bucket: BERT pairs with random next segments from the bucket's other documents and
