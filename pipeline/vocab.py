@@ -8,15 +8,15 @@ The same job from Python is one call on a `VocabJob`, which holds what the flags
     run(VocabJob(input="corpus/*.txt", output="vocab.txt", learner=LearnerConfig(vocab_size=8000)))
 
 Each file is read in batches of lines, spread over the workers, normalized and split into BERT words by
-the project's `BasicTokenizer`; word counts are summed with a Beam combiner across workers, and one worker
-learns the vocabulary from the count table (`wordpiece_learner`). The vocabulary file appears only once
-complete (written aside, then renamed), with `<output>.json` beside it (config, counts, sha256, counters).
+the project's `BasicTokenizer` (`pipeline.word_counts`); word counts are summed with a Beam combiner across
+workers, and one worker learns the vocabulary from the count table (`wordpiece_learner`). The vocabulary
+file appears only once complete (written aside, then renamed), with `<output>.json` beside it (config,
+counts, sha256, counters).
 Runs offline on all local cores by default and unchanged on Dataflow, Dask, Flink or Spark
 (docs/distributed_runners.md).
 """
 
 import argparse
-import collections
 import dataclasses
 import json
 import logging
@@ -28,8 +28,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import beam_job, clean_report, corpus_io, progress
 from pipeline.beam_job import RunOptions
-from pipeline.beam_options import Counts, SetupDoFn, split_counts, total
+from pipeline.beam_options import Counts, split_counts, total
 from pipeline.clean_report import Cleaning, CleanPlan
+from pipeline.word_counts import CountWords
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
 from commands.user_errors import UserError, check_range, writable_file
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
@@ -114,45 +115,6 @@ class VocabResult:
     distinct_words: int
     counters: dict
     cleaning_summary: str | None = None
-
-
-class CountWordsInBatch(SetupDoFn):
-    """A batch of lines -> `(word, count)` pairs for that batch (pre-aggregated before the shuffle)."""
-
-    setup_state = ("_split", "_tf")
-
-    def __init__(self, lower_case: bool):
-        self.lower_case = lower_case
-
-    def setup(self):
-        import tensorflow as tf
-
-        from preprocessing.basic_tokenizer import BasicTokenizer
-
-        basic = BasicTokenizer(self.lower_case)
-        # One trace for every batch size; no AutoGraph: no tensor-dependent Python control flow to convert, and
-        # its conversion writes a temporary file, which fails (with 8 lines of warnings) on a full disk.
-        self._split = tf.function(lambda lines: basic.split_words(basic.normalize(lines)).flat_values,
-                                  input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-        self._tf = tf
-
-    def process(self, lines: list[str]):
-        words = self._split(self._tf.constant(lines, self._tf.string)).numpy()
-        for word, count in collections.Counter(words).items():
-            yield word.decode("utf-8"), count
-
-
-class CountWords(beam.PTransform):
-    """Batches (lists) of lines -> `(word, total count)`, BERT words as the project's tokenizer splits them."""
-
-    def __init__(self, lower_case: bool):
-        super().__init__()
-        self.lower_case = lower_case
-
-    def expand(self, lines):
-        return (lines
-                | "CountInBatch" >> beam.ParDo(CountWordsInBatch(self.lower_case))
-                | "Sum" >> beam.CombinePerKey(sum))
 
 
 def _write_vocabulary(gathered: list, config: LearnerConfig, output: str, job_config: dict) -> None:

@@ -12,6 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline import vocab as vocab_job
 from pipeline.corpus_io import CorpusError, ReadCorpusLines, check_pattern
+from pipeline.word_counts import CountWords
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 from tests.conftest import ROOT
 
@@ -19,7 +20,7 @@ from tests.conftest import ROOT
 def test_count_words_uses_the_tokenizers_word_boundaries():
     with TestPipeline(runner="FnApiRunner") as p:
         counts = (p | beam.Create([["Hello, hello WORLD!", ""], ["Café 中文", "world"]])
-                  | vocab_job.CountWords(lower_case=True))
+                  | CountWords(lower_case=True))
         assert_that(counts, equal_to([("hello", 2), (",", 1), ("world", 2), ("!", 1), ("cafe", 1),
                                       ("中", 1), ("文", 1)]))
 
