@@ -85,7 +85,7 @@ def test_a_worker_error_is_one_line_and_the_failed_run_leaves_nothing(truncated_
     out.mkdir()
     (out / "notes.txt").write_text("kept")  # the user's own file survives the clean-up
     assert pretraining_data.main(["--model", "bert", "--input", truncated_gz, "--vocab", bert_vocab_path,
-                                 "--output_dir", str(out), "--runner", "FnApiRunner"]) == 2
+                                  "--output_dir", str(out), "--runner", "FnApiRunner"]) == 2
     line = last_error(capsys.readouterr().err)
     assert line == (f"error: cannot read input file {truncated_gz}: Compressed file ended before the "
                     "end-of-stream marker was reached")

@@ -102,7 +102,7 @@ def test_cleaning_flags_and_folders_are_checked_before_any_work(corpus, tmp_path
 
     out = tmp_path / "vocab" / "vocab.txt"
     assert vocab_job.main(["--input", a, "--output", str(out), "--vocab_size", "60", "--decontaminate", a,
-                          *FN_API]) == 2
+                           *FN_API]) == 2
     assert "matches the --input file" in one_error_line(capsys)
     assert not out.parent.exists() or os.listdir(out.parent) == []  # no .cleaning.json / .md left behind
     assert vocab_job.main(["--input", str(corpus / "*"), "--output", str(corpus / "vocab.txt"), *FN_API]) == 2

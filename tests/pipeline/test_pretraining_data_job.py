@@ -38,7 +38,7 @@ def corpus(tmp_path_factory, bert_vocab_path):
 
 def run_job(corpus, vocab, out, *extra):
     return pretraining_data.main(["--input", corpus, "--vocab", vocab, "--output_dir", str(out),
-                                 "--runner", "FnApiRunner", *extra])
+                                  "--runner", "FnApiRunner", *extra])
 
 
 @pytest.fixture(scope="module")

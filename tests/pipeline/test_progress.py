@@ -71,7 +71,7 @@ def test_vocab_job_prints_progress_and_writes_the_same_bytes(tmp_path, capsys):
     out, outputs = tmp_path / "vocab.txt", {}
     for seconds in ("0.2", "0"):  # the same output path: metadata records it
         assert vocab_job.main(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
-                              "--runner", "FnApiRunner", "--progress_seconds", seconds]) == 0
+                               "--runner", "FnApiRunner", "--progress_seconds", seconds]) == 0
         outputs[seconds] = ({name: (tmp_path / name).read_bytes() for name in ("vocab.txt", "vocab.txt.json")},
                             progress_lines(capsys.readouterr().err, "vocab"))
     lines = outputs["0.2"][1]
@@ -87,9 +87,9 @@ def test_pretraining_data_job_prints_progress_and_writes_the_same_bytes(tmp_path
     out, runs = tmp_path / "out", {}
     for seconds in ("0.2", "0"):  # the same output dir: metadata records it
         assert pretraining_data.main(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(out),
-                                     "--model", "bert", "--max_seq_length", "32", "--max_predictions_per_seq",
-                                     "5", "--dupe_factor", "2", "--runner", "FnApiRunner", "--overwrite",
-                                     "--progress_seconds", seconds]) == 0
+                                      "--model", "bert", "--max_seq_length", "32", "--max_predictions_per_seq",
+                                      "5", "--dupe_factor", "2", "--runner", "FnApiRunner", "--overwrite",
+                                      "--progress_seconds", seconds]) == 0
         runs[seconds] = ({name: (out / name).read_bytes() for name in os.listdir(out)},
                          progress_lines(capsys.readouterr().err, "pretraining_data"))
     lines = runs["0.2"][1]

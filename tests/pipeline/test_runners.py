@@ -51,7 +51,7 @@ def run_vocab(corpus, out_dir, runner_args):
 
 def run_data(model, corpus, vocab_path, out_dir, runner_args):
     assert pretraining_data.main(["--model", model, "--input", corpus, "--vocab", vocab_path,
-                                 "--output_dir", str(out_dir), *JOBS[model], *runner_args]) == 0
+                                  "--output_dir", str(out_dir), *JOBS[model], *runner_args]) == 0
     return out_dir
 
 
@@ -131,7 +131,7 @@ DERIVED_BUCKETS = ["--max_seq_length", "32", "--max_predictions_per_seq", "5", "
 
 def run_derived(corpus, vocab_path, out_dir, runner_args):
     assert pretraining_data.main(["--model", "bert", "--input", corpus, "--vocab", vocab_path,
-                                 "--output_dir", str(out_dir), *DERIVED_BUCKETS, *runner_args]) == 0
+                                  "--output_dir", str(out_dir), *DERIVED_BUCKETS, *runner_args]) == 0
     return json.load(open(os.path.join(out_dir, "metadata.json")))
 
 

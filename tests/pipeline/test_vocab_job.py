@@ -49,7 +49,7 @@ def test_job_end_to_end_writes_vocab_and_metadata(tmp_path):
     corpus.write_text("The cat sat on the mat.\n\nThe dog sat on the log!\nThen they sat.\n" * 20)
     out = tmp_path / "vocab.txt"
     code = vocab_job.main(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
-                          "--num_unused", "3", "--runner", "FnApiRunner"])
+                           "--num_unused", "3", "--runner", "FnApiRunner"])
     assert code == 0
     vocab = Vocabulary.from_file(str(out))
     assert vocab.tokens[:8] == SPECIAL_TOKENS + ("[unused0]", "[unused1]", "[unused2]")
