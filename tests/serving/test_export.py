@@ -442,9 +442,9 @@ def test_served_tokenization_equals_the_beam_jobs_on_real_text(tmp_path, bert_vo
     corpus = tmp_path / "doc.txt"
     corpus.write_text("\n".join(lines) + "\n")  # one document
     seq = 64
-    assert pretraining_data.run(["--input", str(corpus), "--vocab", bert_vocab_path, "--output_dir",
-                                 str(tmp_path / "gpt"), "--model", "gpt", "--max_seq_length", str(seq),
-                                 "--runner", "FnApiRunner"]) == 0
+    assert pretraining_data.main(["--input", str(corpus), "--vocab", bert_vocab_path, "--output_dir",
+                                  str(tmp_path / "gpt"), "--model", "gpt", "--max_seq_length", str(seq),
+                                  "--runner", "FnApiRunner"]) == 0
     files = sorted(str(p) for p in (tmp_path / "gpt").glob("gpt-*.tfrecord"))
     spec = {"input_ids": tf.io.FixedLenFeature([seq + 1], tf.int64)}
     beam = {tuple(tf.io.parse_single_example(r, spec)["input_ids"].numpy()) for r in tf.data.TFRecordDataset(files)}
