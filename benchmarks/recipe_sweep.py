@@ -39,6 +39,7 @@ CANDIDATES = {
         "deeper_4x128": ({}, {"num_layers": 4}),
         "wider_2x256": ({}, {"hidden_size": 256, "num_heads": 4, "intermediate_size": 1024}),
         "seq_64_batch_64": ({"max_seq_length": 64, "max_predictions_per_seq": 10}, {"batch_size": 64}),
+        "seq_32_batch_128": ({"max_seq_length": 32, "max_predictions_per_seq": 5}, {"batch_size": 128}),
         "lr_1e-3": ({}, {"learning_rate": 1e-3}),
         "lr_4e-3": ({}, {"learning_rate": 4e-3}),
         "warmup_0.3": ({}, {"warmup_fraction": 0.3}),
