@@ -95,8 +95,8 @@ def run_stages(corpus: str, vocab_path: str, dupe_factor: int, output_dir: str, 
     from preprocessing.vocabulary import Vocabulary
 
     vocab = Vocabulary.from_file(vocab_path)
-    config = example_makers.JobConfig(model="bert", vocab_tokens=vocab.tokens, lower_case=not vocab.looks_cased,
-                                      max_seq_length=128, max_predictions_per_seq=20, dupe_factor=dupe_factor)
+    config = example_makers.ExampleConfig(model="bert", vocab_tokens=vocab.tokens, lower_case=not vocab.looks_cased,
+                                          max_seq_length=128, max_predictions_per_seq=20, dupe_factor=dupe_factor)
     clock = clock or Clock()
     os.makedirs(output_dir, exist_ok=True)
     tokenize = example_makers.TokenizeDocuments(config)

@@ -20,7 +20,7 @@ two sizes (start-up cancels out), and the process's peak RSS (`benchmarks/_proc.
 time (cache and core contention), so the least is the closest to the job's own.
 
 `--in_process`: each checkout's jobs of one repeat run one after the other in one process (`pipeline.
-pretraining_data.run`, CPU from `getrusage` around each), which imports TensorFlow and Beam once: the figures
+pretraining_data.main`, CPU from `getrusage` around each), which imports TensorFlow and Beam once: the figures
 leave out the start-up (about 8 of a 1x job's 10 CPU-seconds, and most of the noise on a loaded machine); no
 peak RSS.
 
@@ -259,7 +259,7 @@ def cpu_s():
 out, jobs = sys.argv[1], json.loads(sys.argv[2])
 for i, (name, m, job_args) in enumerate([jobs[0]] + jobs):  # the first once more: a warm-up, not reported
     before = cpu_s()
-    rc = pretraining_data.run(job_args + ["--output_dir", f"{out}/{i}"])
+    rc = pretraining_data.main(job_args + ["--output_dir", f"{out}/{i}"])
     cpu = cpu_s() - before
     shutil.rmtree(f"{out}/{i}", ignore_errors=True)
     if i:

@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                         help="override a setting in every selected run")
     parser.add_argument("--squad_train_questions", type=int, default=SQUAD_TRAIN_QUESTIONS)
     args = parser.parse_args(argv)
-    from downstream.finetune import cli as finetune
+    from downstream.finetune import FinetuneJob, finetune
+    from downstream.finetune.config import FinetuneConfig, apply_overrides
 
     prepare(args.tasks, args.work, args.squad_train_questions)
     results = {}
@@ -109,10 +110,11 @@ def main(argv=None) -> int:
         overrides = overrides + args.set
         paths = [os.path.join(args.work, p) if os.path.exists(os.path.join(args.work, p)) else
                  os.path.join(args.tasks, p) for p in (train, evaluation)]
-        config = finetune.apply_overrides(finetune.FinetuneConfig(), overrides)
+        job = FinetuneJob(task=task, module=os.path.join(args.exports, kind), train=paths[0], eval=paths[1],
+                          output_dir=os.path.join(args.work, "runs", name),
+                          config=apply_overrides(FinetuneConfig(), overrides), overwrite=True)  # the bench's own runs
         started = time.time()
-        metrics = finetune.run(task, os.path.join(args.exports, kind), paths[0], paths[1],
-                               os.path.join(args.work, "runs", name), config, log=lambda m: print(m, file=sys.stderr))
+        metrics = dict(finetune(job, log=lambda m: print(m, file=sys.stderr)).metrics)
         metrics.pop("losses", None)
         results[name] = {"metric": metric, "value": metrics[metric], "baseline": metrics["baseline"][metric],
                          "settings": overrides, "wall_seconds": round(time.time() - started, 1),

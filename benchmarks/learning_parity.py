@@ -25,11 +25,9 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
-import time
 
 from benchmarks import model_quality
+from benchmarks.peers import model_garden_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = 32
@@ -60,39 +58,6 @@ def data_patterns(args, kind: str) -> dict:
     return model_quality.prepare(args.work_dir, kind)
 
 
-def _python(module_or_script: list[str], env: dict | None = None) -> None:
-    started = time.time()
-    proc = subprocess.run([sys.executable, *module_or_script], cwd=ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(module_or_script[:3])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    print(f"  ({time.time() - started:.0f} s)", flush=True)
-
-
-def model_garden_run(patterns: dict, overrides: list[str], steps: int, points: int, eval_batches: int,
-                     output: str, cache_dir: str) -> None:
-    """Model Garden's BERT at the shape and recipe of `bert_tiny` with `overrides` (resolved as ours)."""
-    from benchmarks.parity_runs import resolve_configs
-    from benchmarks.peers import model_garden
-    from preprocessing import readers
-
-    metadata, _ = readers.read_metadata(patterns["pretrain"])
-    c, t = resolve_configs("bert", "bert_tiny", metadata.vocab.size, overrides, steps)
-    every = steps // points
-    flags = {"vocab_size": c.vocab_size, "num_layers": c.num_layers, "hidden_size": c.hidden_size,
-             "num_heads": c.num_heads, "intermediate_size": c.intermediate_size, "hidden_act": c.hidden_act,
-             "dropout": c.dropout, "max_seq_length": metadata.max_seq_length,
-             "max_predictions_per_seq": metadata.max_predictions_per_seq, "batch_size": t.batch_size,
-             "train_steps": steps, "warmup_steps": t.warmup_steps, "learning_rate": t.learning_rate,
-             "weight_decay": t.weight_decay, "beta_1": t.beta_1, "beta_2": t.beta_2, "epsilon": t.epsilon,
-             "clip_norm": t.clip_norm, "seed": t.seed, "shuffle_buffer": t.shuffle_buffer,
-             "eval_at": ",".join(str(i * every) for i in range(points + 1)), "eval_batches": eval_batches}
-    path = model_garden.ensure_installed(cache_dir)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([path, ROOT])}
-    _python([os.path.join(ROOT, "benchmarks", "peers", "model_garden_bert.py"), "--train_data", patterns["pretrain"],
-             "--eval_data", patterns["heldout"], "--output", output,
-             *[f"--{k}={v}" for k, v in flags.items()]], env)
-
-
 def run_kind(kind: str, args, steps: int) -> dict:
     patterns = data_patterns(args, kind)
     rate = {"gpt": args.gpt_rate, "bert": args.bert_rate}[kind]
@@ -103,12 +68,13 @@ def run_kind(kind: str, args, steps: int) -> dict:
         output = os.path.join(out_dir, f"run{i}.json")
         print(f"{kind}: {name}", flush=True)
         if trainer == "model_garden":
-            model_garden_run(patterns, overrides, steps, args.points, args.eval_batches, output, args.cache_dir)
+            model_garden_run.train(patterns, overrides, steps, args.points, args.eval_batches, output,
+                                   args.cache_dir)
         else:
-            _python(["-m", "benchmarks.parity_runs", trainer, "--kind", kind, "--train_data", patterns["pretrain"],
-                     "--eval_data", patterns["heldout"], "--steps", str(steps), "--points", str(args.points),
-                     "--eval_batches", str(args.eval_batches), "--output", output,
-                     *[a for o in overrides for a in ("--set", o)]])
+            model_garden_run.python(["-m", "benchmarks.parity_runs", trainer, "--kind", kind, "--train_data",
+                                     patterns["pretrain"], "--eval_data", patterns["heldout"], "--steps", str(steps),
+                                     "--points", str(args.points), "--eval_batches", str(args.eval_batches),
+                                     "--output", output, *[a for o in overrides for a in ("--set", o)]])
         with open(output) as f:
             results[name] = json.load(f)["evals"]
     with open(os.path.join(os.path.dirname(patterns["pretrain"]), "metadata.json")) as f:

@@ -1,20 +1,24 @@
 """One training run of the learning-parity benchmark (`benchmarks.learning_parity`), in a process of its own.
 
     python -m benchmarks.parity_runs {ours,keras_hub} --kind {gpt,bert} --train_data P --eval_data P \\
-        --steps N --points 3 --output run.json [--preset gpt_tiny] [--set key=value ...]
+        --steps N --points 3 --output run.json [--preset gpt_tiny] [--set key=value ...] \\
+        [--head tied|untied] [--model_dir DIR]
 
 Every run trains on the same TFRecords, read by the same reader in the same order (`readers.make_dataset`,
 one seed), with the same batch, steps and learning-rate schedule (linear warm-up, linear decay to 0), and
 writes the same JSON: held-out metrics over the first `--eval_batches` batches of `--eval_data` (read in
-order) before training and after every `steps / points` steps, with the CPU-seconds spent so far.
+order) before training and after every `steps / points` steps, with the CPU-seconds spent in training so far
+(`cpu_seconds`: every thread, tracing and compiling included, evaluations and start-up left out, as Model
+Garden's peer counts them).
 
 - `ours`: `models.training.trainer.Trainer`, the product's loop, on the family's task with the preset, the
   preset's recipe and the `--set` overrides, resolved as `models.training.train` resolves them.
-- `keras_hub`: an independent trainer on the same recipe. GPT: `keras_hub.models.GPT2CausalLM` (pre-LN, a
-  final layer norm, output tied to the token embedding, no output bias); BERT: `keras_hub.models.BertBackbone`
-  + `keras_hub.layers.MaskedLMHead` (tied, with a bias) + a next-sentence `Dense`. Keras' own AdamW (no
-  decay on biases and layer norms, global-norm clipping) and `fit`, with the schedule written here; the
-  held-out metrics are computed here in NumPy from the model's logits, not by Keras' metrics.
+- `keras_hub`: an independent trainer on the same recipe: keras-hub's own models
+  (`benchmarks/peers/keras_hub_models.py`; `--head tied`: GPT-2's `GPT2CausalLM` and BERT's tied masked-LM
+  head; `--head untied`: an output matrix of its own, the tiny presets' output). Keras' own AdamW (no decay
+  on biases and layer norms, global-norm clipping) and `fit`, with the schedule written here; the held-out
+  metrics are computed here in NumPy from the model's logits, not by Keras' metrics. `--model_dir` writes
+  the trained peer as this project's model_dir (checked to compute the peer's outputs), for `serving.export`.
 
 Model Garden's BERT runs in an environment of its own (`benchmarks/peers/`) and writes the same JSON.
 """
@@ -27,6 +31,8 @@ import time
 
 import keras
 import numpy as np
+
+from benchmarks.peers import keras_hub_models
 
 
 def parse_args(argv=None):
@@ -41,6 +47,9 @@ def parse_args(argv=None):
     parser.add_argument("--eval_batches", type=int, default=20)
     parser.add_argument("--output", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--head", choices=["tied", "untied"], default="tied",
+                        help="keras_hub: the output layer (benchmarks/peers/keras_hub_models.py)")
+    parser.add_argument("--model_dir", help="keras_hub: also write the trained peer as this project's model_dir")
     args = parser.parse_args(argv)
     args.preset = args.preset or f"{args.kind}_tiny"
     if args.steps % args.points:
@@ -83,8 +92,21 @@ def numpy_metrics(logits, labels, weights) -> tuple[float, float, float]:
     return float(((log_z - label_logit) * weights).sum()), float((correct * weights).sum()), float(weights.sum())
 
 
-def _cpu() -> float:
-    return round(time.process_time(), 1)
+class _TrainCpu:
+    """CPU-seconds (every thread) spent between `start` and `stop` calls, summed: the training steps' share
+    of a process that also evaluates (Model Garden's peer counts the same way)."""
+
+    def __init__(self):
+        self.total, self._started = 0.0, None
+
+    def start(self):
+        self._started = time.process_time()
+
+    def stop(self) -> float:
+        if self._started is not None:
+            self.total += time.process_time() - self._started
+            self._started = None
+        return round(self.total, 1)
 
 
 # --- ours ------------------------------------------------------------------------------------------------
@@ -108,39 +130,17 @@ def run_ours(args, metadata) -> tuple[list[dict], dict]:
     trainer = Trainer(task, train_config, strategy, model_dir)
     data = train_cli.distributed_dataset(strategy, args.train_data, task, train_config, training=True)
     heldout = train_cli.distributed_dataset(strategy, args.eval_data, task, train_config, training=False)
-    rows = [{"step": 0, **trainer.evaluate(heldout, args.eval_batches), "cpu_seconds": _cpu()}]
+    rows = [{"step": 0, **trainer.evaluate(heldout, args.eval_batches), "cpu_seconds": 0.0}]
     trainer.train(data, heldout)
     with open(os.path.join(model_dir, HISTORY)) as f:
-        evals = [json.loads(line) for line in f if '"split": "eval"' in line]
-    rows += [{k: v for k, v in e.items() if k != "split"} for e in evals]
-    rows[-1]["cpu_seconds"] = _cpu()
+        history = [json.loads(line) for line in f]
+    train_cpu = {r["step"]: r["train_cpu_seconds"] for r in history if r["split"] == "train"}
+    rows += [{**{k: v for k, v in e.items() if k != "split"}, "cpu_seconds": train_cpu[e["step"]]}
+             for e in history if e["split"] == "eval"]
     return rows, {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(train_config)}
 
 
 # --- keras-hub's models, trained by Keras' fit ------------------------------------------------------------
-
-def keras_hub_model(kind: str, c):
-    """The keras-hub model of the same size as our config `c`: dict of keras-hub inputs -> logits."""
-    import keras_hub
-
-    if kind == "gpt":
-        backbone = keras_hub.models.GPT2Backbone(
-            vocabulary_size=c.vocab_size, num_layers=c.num_layers, num_heads=c.num_heads, hidden_dim=c.hidden_size,
-            intermediate_dim=c.intermediate_size, dropout=c.dropout, max_sequence_length=c.max_position_embeddings)
-        return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=c.vocab_size, num_layers=c.num_layers, num_heads=c.num_heads, hidden_dim=c.hidden_size,
-        intermediate_dim=c.intermediate_size, dropout=c.dropout, max_sequence_length=c.max_position_embeddings)
-    inputs = {**backbone.input, "mask_positions": keras.Input((None,), dtype="int32", name="mask_positions")}
-    encoded = backbone({k: inputs[k] for k in backbone.input})
-    mlm = keras_hub.layers.MaskedLMHead(
-        token_embedding=backbone.token_embedding, intermediate_activation="gelu",
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=c.initializer_range), name="mlm",
-    )(encoded["sequence_output"], mask_positions=inputs["mask_positions"])  # [B, P, V]
-    nsp = keras.layers.Dense(2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=c.initializer_range),
-                             name="nsp")(encoded["pooled_output"])  # [B, 2]
-    return keras.Model(inputs, {"mlm": mlm, "nsp": nsp})
-
 
 def to_keras_hub(kind: str):
     """Our reader's `(x, y, w)` -> keras-hub's input names (and flat NSP labels)."""
@@ -181,7 +181,7 @@ def run_keras_hub(args, metadata) -> tuple[list[dict], dict]:
 
     model_config, tc = resolve_configs(args.kind, args.preset, metadata.vocab.size, args.overrides, args.steps)
     keras.utils.set_random_seed(tc.seed)
-    model = keras_hub_model(args.kind, model_config)
+    model = keras_hub_models.peer_model(args.kind, model_config, args.head)
     rate = _Schedule(tc.learning_rate, tc.warmup_steps, tc.train_steps)
     optimizer = keras.optimizers.AdamW(rate, weight_decay=tc.weight_decay, beta_1=tc.beta_1, beta_2=tc.beta_2,
                                        epsilon=tc.epsilon, global_clipnorm=tc.clip_norm or None)
@@ -196,13 +196,26 @@ def run_keras_hub(args, metadata) -> tuple[list[dict], dict]:
                                  **expected).map(convert)
     heldout = list(readers.make_dataset(args.eval_data, tc.batch_size, shuffle=False, repeat=True, **expected)
                    .map(convert).take(args.eval_batches))
-    rows = [{"step": 0, **heldout_metrics(args.kind, model, heldout), "cpu_seconds": _cpu()}]
-    every = args.steps // args.points
-    model.fit(train, epochs=args.points, steps_per_epoch=every, verbose=0, callbacks=[_EvalEachEpoch(
-        lambda epoch: rows.append({"step": (epoch + 1) * every, **heldout_metrics(args.kind, model, heldout),
-                                   "cpu_seconds": _cpu()}))])
-    return rows, {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(tc),
-                  "keras_hub_model": type(model).__name__}
+    rows = [{"step": 0, **heldout_metrics(args.kind, model, heldout), "cpu_seconds": 0.0}]
+    every, cpu = args.steps // args.points, _TrainCpu()
+
+    def evaluate(epoch):
+        cpu_seconds = cpu.stop()
+        rows.append({"step": (epoch + 1) * every, **heldout_metrics(args.kind, model, heldout),
+                     "cpu_seconds": cpu_seconds})
+        cpu.start()
+
+    cpu.start()
+    model.fit(train, epochs=args.points, steps_per_epoch=every, verbose=0, callbacks=[_EvalEachEpoch(evaluate)])
+    info = {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(tc), "head": args.head,
+            "keras_hub_model": type(model).__name__}
+    if args.model_dir:
+        data = families.data_section(metadata, args.train_data)
+        vocab = os.path.join(os.path.dirname(args.train_data), families.VOCAB_FILE)
+        info["model_dir_difference"] = keras_hub_models.write_model_dir(
+            args.kind, model, keras_hub_models.our_config(args.kind, model_config, args.head), data, vocab,
+            args.model_dir, heldout[0][0])
+    return rows, info
 
 
 class _Schedule(keras.optimizers.schedules.LearningRateSchedule):

@@ -1,7 +1,7 @@
 """The local server under hostile and heavy load on loopback: its answers, errors and peak memory.
 
     .venv/bin/python -m benchmarks.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
-        [--seconds 120] [--stalled 2] [--idle 200] [--string_mb 0 --string_requests 3]
+        [--seconds 120] [--stalled 2] [--idle 200] [--malformed 0] [--string_mb 0 --string_requests 3]
 
 Starts `python -m serving.server` (127.0.0.1 only, default flags) on the small TF-Text model of
 tests/fixtures/serving.py, then:
@@ -9,13 +9,17 @@ tests/fixtures/serving.py, then:
      and one of exactly the cap (1024: a 200), with their sizes;
   2. `--stalled` connections that send half a request line and stop, and `--idle` more held open during
      step 3: a third send nothing, a third send their headers and never a body, a third half a body;
+     `--malformed` more that each send one of issue 46's heads (a space or tab before the colon of
+     `Transfer-Encoding`, a header line with no colon before it; each with a Content-Length) and keep their
+     side open: each must get one 400 and be closed; the answers they got and how many were closed;
   3. `--clients` threads on their own keep-alive connections, `--requests` requests each: every 5th a
      `--big_instances` request (400 intended), every 7th a malformed body (400 intended), the rest 8
      sentences (200 expected). The run stops after `--seconds` whatever is left.
   4. with `--string_mb M`: `--string_requests` concurrent requests of one M MB string each (the `length`
      signature), their answers and the rise of the server's peak RSS (VmHWM) over its RSS before them.
 Latency of the normal (small) requests: p50, the slowest, and how many took over 1 s. The server's RSS is
-sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end. Errors are answers
+sampled every 0.1 s (/proc); peak = the kernel's VmHWM at the end; its CPU seconds (user + system) over
+step 3. Errors are answers
 other than the intended ones and exceptions (should be 0). Prints one JSON object.
 """
 
@@ -30,10 +34,13 @@ import tempfile
 import threading
 import time
 
-from benchmarks._proc import _status_kb
+from benchmarks._proc import _stat, _status_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "the bank raised its rates a river ran by".split()
+ISSUE_46_HEADS = [b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n" + line + b"Content-Length: 2\r\n\r\n{}"
+                  for line in (b"Transfer-Encoding : chunked\r\n", b"Transfer-Encoding\t: chunked\r\n",
+                               b"X-No-Colon\r\nTransfer-Encoding: chunked\r\n")]
 
 
 def sentences(count: int) -> list[str]:
@@ -55,6 +62,33 @@ def post(connection, body: bytes) -> tuple[int, bytes]:
     connection.request("POST", "/v1/models/text:predict", body, {"Content-Type": "application/json"})
     response = connection.getresponse()
     return response.status, response.read()
+
+
+def malformed_heads(port: int, count: int) -> list[socket.socket]:
+    """`count` connections, each sending one of issue 46's heads and keeping its side open."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+    for i, sock in enumerate(socks):
+        sock.sendall(ISSUE_46_HEADS[i % len(ISSUE_46_HEADS)])
+    return socks
+
+
+def answers_to_malformed(socks: list[socket.socket]) -> dict:
+    """What the `malformed_heads` connections received: answers (status lines) in all, the most on one, and
+    how many the server closed."""
+    counts, closed = [], 0
+    for sock in socks:
+        sock.setblocking(False)
+        count = 0
+        try:
+            while chunk := sock.recv(1 << 20):
+                count += chunk.count(b"HTTP/1.1 ")
+            closed += 1
+        except (BlockingIOError, ConnectionResetError):
+            pass
+        counts.append(count)
+        sock.close()
+    return {"malformed": len(socks), "malformed_answers": sum(counts), "malformed_most_answers": max(counts),
+            "malformed_closed": closed}
 
 
 def big_strings(port: int, pid: int, megabytes: float, count: int) -> dict:
@@ -87,6 +121,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--seconds", type=float, default=120.0, help="stop the load after this long")
     parser.add_argument("--stalled", type=int, default=2)
     parser.add_argument("--idle", type=int, default=200, help="idle / slow sockets held open during the load")
+    parser.add_argument("--malformed", type=int, default=0, help="connections sending issue 46's heads")
     parser.add_argument("--string_mb", type=float, default=0.0, help="size of each big-string request; 0: skip")
     parser.add_argument("--string_requests", type=int, default=3)
     args = parser.parse_args(argv)
@@ -123,6 +158,8 @@ def main(argv=None) -> dict:
         elif i % 3 == 2:
             sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"in")
     stalled += idle
+    malformed = malformed_heads(port, args.malformed)
+    cpu_before = _stat(process.pid)[2]
     small = json.dumps({"signature_name": "length", "instances": sentences(8)}).encode()
     counts, errors, latencies, lock = {"ok": 0, "intended_400": 0}, [], [], threading.Lock()
     small_latencies = []
@@ -161,6 +198,7 @@ def main(argv=None) -> dict:
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
+    cpu_s = _stat(process.pid)[2] - cpu_before
     done.set()
     sampler.join()
     result.update(clients=args.clients, requests=sum(counts.values()) + len(errors), **counts,
@@ -170,7 +208,8 @@ def main(argv=None) -> dict:
                   rss_hwm_mb=round(_status_kb(process.pid)[1] / 1024, 1),
                   rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled, idle=args.idle,
                   small_max_ms=round(1000 * max(small_latencies, default=0), 1),
-                  small_over_1s=sum(t > 1.0 for t in small_latencies))
+                  small_over_1s=sum(t > 1.0 for t in small_latencies), server_cpu_s=round(cpu_s, 2),
+                  **answers_to_malformed(malformed))
     for sock in stalled:
         sock.close()
     if args.string_mb > 0:

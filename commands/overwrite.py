@@ -1,11 +1,16 @@
-"""The one `--overwrite` contract of every command that writes a run into an output folder: `pipeline.clean`,
-`pipeline.pretraining_data`, `downstream.embed` and `downstream.finetune` call it, nothing else decides.
+"""The one `--overwrite` contract of every command that writes a run into an output folder, and what a folder
+holds by its files: `pipeline.clean`, `pipeline.pretraining_data`, `downstream.embed`, `downstream.finetune`
+and `models.convert` call it, `serving.export` and `models.convert --from` refuse another kind of output
+with it (`refuse_other`), and commands that read a model_dir name what a folder holds instead
+(`require_model_dir`); nothing else decides.
 
 A finished run leaves a record that names what it wrote (`clean_report.json`'s and `metadata.json`'s
-`files`); fine-tuning writes a fixed set of names. `plan(...)` runs with the command's other checks, before
-anything is written or removed, and refuses in one line (`UserError`):
-  - a folder that holds another kind of output (an export, a training model_dir, another command's run),
-    naming what it holds, with or without `--overwrite`;
+`files`); fine-tuning writes a fixed set of names; a converter's record is the format's config file, which
+the format's other files accompany. An export and a training model_dir are told by their files alone.
+`plan(...)` runs with the command's other checks, before anything is written or removed, and refuses in one
+line (`UserError`):
+  - a folder that holds another kind of output (an export, a training model_dir, another command's run, a
+    checkpoint in one of the converter's formats), naming what it holds, with or without `--overwrite`;
   - a folder that holds an earlier run of this command, without `--overwrite`;
   - an output folder that is the folder of an input file, or that the input pattern reaches into (a
     rerun would read this run's outputs as its input), or that is (inside) an input folder such as
@@ -48,6 +53,11 @@ class OutputKind:
         `finetune_config.json`; a `model/` folder alone is anybody's).
       debris: a regular expression of the hidden remains of this command's failed runs (a staging folder, an
         `.incomplete` file): the next run removes them, `--overwrite` or not.
+      holds: how a refusal names a folder of this kind (`a keras-hub preset in the keras_hub format`); default
+        `a run of <command>`.
+      run: how a refusal names what this command writes (`a model_dir`); default `a <command> run`.
+      evidence: `evidence(folder, names)` -> the names that show a folder of this kind, for the kinds told by
+        their files alone (an export, a model_dir); None: the record, or `marks`, tells it.
     """
 
     command: str
@@ -60,6 +70,22 @@ class OutputKind:
     leftovers: str = r"(?!)"
     marks: tuple[str, ...] = ()
     debris: str = r"(?!)"
+    holds: str = ""
+    run: str = ""
+    evidence: Callable[[str, set[str]], list[str]] | None = None
+
+    @property
+    def described(self) -> str:
+        return self.holds or f"a run of {self.command}"
+
+    @property
+    def output(self) -> str:
+        return self.run or f"a {self.command} run"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names a run of this kind writes (the record and its companions, or the fixed names)."""
+        return ((self.record,) if self.record else ()) + self.companions + self.fixed
 
     def finished(self, folder: str, names: set[str]) -> dict | None:
         """The record of a finished run of this kind in `folder`, or None."""
@@ -91,7 +117,56 @@ EMBED = OutputKind("downstream.embed", "already holds a run of downstream.embed"
 FINETUNE = OutputKind("downstream.finetune", "holds an earlier fine-tuning",
                       fixed=("model", "serving", "metrics.json", "finetune_config.json", "labels.json",
                              "predictions.json"), marks=("finetune_config.json", "labels.json"))
-KINDS = (CLEAN, PRETRAINING_DATA, EMBED, FINETUNE)
+
+
+def _export_files(folder: str, names: set[str]) -> list[str]:
+    if "export.json" in names or ("hub" in names and _isdir(os.path.join(folder, "hub"))):
+        return [n for n in ("export.json", "hub/", "serving/") if n.rstrip("/") in names]
+    return []
+
+
+def _model_dir_files(folder: str, names: set[str]) -> list[str]:
+    if "config.json" in names and ({"checkpoint", ".train.lock"} & names or any(n.startswith("ckpt-") for n in names)):
+        return ["config.json"] + sorted({"checkpoint", ".train.lock"} & names)
+    return []
+
+
+EXPORT = OutputKind("serving.export", "holds an earlier export", holds="an export of serving.export",
+                    evidence=_export_files)
+MODEL_DIR = OutputKind("models.training.train", "holds a model_dir",
+                       holds="a training model_dir of models.training.train", run="a model_dir",
+                       evidence=_model_dir_files)
+
+
+def _converted(fmt: str, what: str, record: str, is_record: Callable[[dict], bool], companions: tuple[str, ...]):
+    """What `models.convert --to fmt` writes: the format's config file as the record, its other files beside."""
+    return OutputKind(f"models.convert --to {fmt}", f"already holds {what}", record, is_record=is_record,
+                      companions=companions, debris=r"\.convert-staging-[0-9a-f]{12}",
+                      holds=f"{what} in the {fmt} format")
+
+
+def _keras_hub_object(record: dict) -> bool:
+    return str(record.get("module", "")).startswith("keras_hub.") or \
+        str(record.get("registered_name") or "").startswith("keras_hub>")
+
+
+HF_BERT = _converted("hf_bert", "a HuggingFace BERT checkpoint", "config.json",
+                     lambda r: r.get("model_type") == "bert",
+                     ("model.safetensors", "tokenizer_config.json", "vocab.txt"))
+HF_GPT = _converted("hf_gpt", "a HuggingFace openai-gpt checkpoint", "config.json",
+                    lambda r: r.get("model_type") == "openai-gpt",
+                    ("model.safetensors", "tokenizer_config.json", "vocab.txt"))
+BERT_TF1 = _converted("bert_tf1", "a google-research BERT checkpoint", "bert_config.json",
+                      lambda r: "num_hidden_layers" in r and "model_type" not in r,
+                      ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "checkpoint", "vocab.txt"))
+KERAS_HUB = _converted("keras_hub", "a keras-hub preset", "config.json", _keras_hub_object,
+                       ("assets", "metadata.json", "model.weights.h5", "preprocessor.json", "tokenizer.json"))
+BILM_HDF5 = _converted("bilm_hdf5", "a bilm-tf checkpoint", "options.json",
+                       lambda r: "lstm" in r and "char_cnn" in r, ("vocab.txt", "weights.hdf5"))
+CONVERTED = {"hf_bert": HF_BERT, "hf_gpt": HF_GPT, "bert_tf1": BERT_TF1, "keras_hub": KERAS_HUB,
+             "bilm_hdf5": BILM_HDF5}
+# In the order a folder is told: an export or a model_dir first (their files say so whatever else is there).
+KINDS = (EXPORT, MODEL_DIR, CLEAN, PRETRAINING_DATA, EMBED, FINETUNE, *CONVERTED.values())
 
 
 def _read_json(path: str):
@@ -145,21 +220,24 @@ def _remove(path: str) -> None:
         tf.io.gfile.remove(path)
 
 
-def other_outputs(folder: str, names: set[str], kind: OutputKind) -> str | None:
-    """What another kind of output `folder` holds (`an export of serving.export (export.json, hub/)`), or None."""
-    if "export.json" in names or ("hub" in names and _isdir(os.path.join(folder, "hub"))):
-        evidence = [n for n in ("export.json", "hub/", "serving/") if n.rstrip("/") in names]
-        return f"an export of serving.export ({', '.join(evidence)})"
-    if "config.json" in names and ({"checkpoint", ".train.lock"} & names or any(n.startswith("ckpt-") for n in names)):
-        evidence = ["config.json"] + sorted({"checkpoint", ".train.lock"} & names)
-        return f"a training model_dir of models.training.train ({', '.join(evidence)})"
+def other_outputs(folder: str, names: set[str], kind: OutputKind | None) -> str | None:
+    """What another kind of output than `kind` `folder` holds (`an export of serving.export (export.json,
+    hub/)`), or None."""
     for other in KINDS:
         if other is kind:
             continue
-        present = _own_names(folder, names, other)
-        if present and (other.record or set(other.marks) & names):
-            return f"a run of {other.command} ({', '.join(present[:3])}{', ...' if len(present) > 3 else ''})"
+        present = _evidence(folder, names, other)
+        if present:
+            return f"{other.described} ({', '.join(present[:3])}{', ...' if len(present) > 3 else ''})"
     return None
+
+
+def _evidence(folder: str, names: set[str], kind: OutputKind) -> list[str]:
+    """The names that show `folder` holds a run of `kind` (finished or not); [] when none does."""
+    if kind.evidence is not None:
+        return kind.evidence(folder, names)
+    present = _own_names(folder, names, kind)
+    return present if present and (kind.record or set(kind.marks) & names) else []
 
 
 def _own_names(folder: str, names: set[str], kind: OutputKind) -> list[str]:
@@ -205,13 +283,9 @@ def plan(output_dir: str, kind: OutputKind, overwrite: bool, input_files=(), rea
         inside it.
     """
     check_not_in_inputs(output_dir, kind, input_files, reads, input_folders or {}, flag)
-    names = _listdir(output_dir)
+    names = refuse_other(output_dir, kind, overwrite, flag)
     if not names:
         return Plan(output_dir, ())
-    other = other_outputs(output_dir, names, kind)
-    if other:
-        also = f" (--overwrite replaces only an earlier {kind.command} run)" if overwrite else ""
-        raise UserError(f"{flag} {output_dir} holds {other}, not a {kind.command} run: give another {flag}{also}")
     own = _own_names(output_dir, names, kind)
     debris = sorted(n for n in names if re.fullmatch(kind.debris, n))
     if not own:
@@ -226,6 +300,36 @@ def plan(output_dir: str, kind: OutputKind, overwrite: bool, input_files=(), rea
         raise UserError(f"{flag} {output_dir} {kind.earlier} ({shown}): pass --overwrite to replace it, or use "
                         f"another {flag}")
     return Plan(output_dir, tuple(own + debris))
+
+
+def refuse_other(output_dir: str, kind: OutputKind, overwrite: bool = False, flag: str = "--output_dir") -> set[str]:
+    """Raises `UserError` when `output_dir` holds another kind of output than `kind`, naming it; returns the
+    names in it (none when it does not exist). For commands with rules of their own for an earlier run of
+    theirs (`serving.export`, `models.convert --from`)."""
+    names = _listdir(output_dir)
+    other = other_outputs(output_dir, names, kind) if names else None
+    if other:
+        also = f" (--overwrite replaces only an earlier {kind.command} run)" if overwrite else ""
+        raise UserError(f"{flag} {output_dir} holds {other}, not {kind.output}: give another {flag}{also}")
+    return names
+
+
+def require_model_dir(folder: str, flag: str = "--model_dir") -> None:
+    """Raises `UserError` naming what `folder` holds when its `config.json` is not a model_dir's (it names no
+    model family): another kind of output (a HuggingFace checkpoint, an export, ...), or a config.json of
+    something else. A folder without config.json that holds nothing known is left to the model_dir's reader
+    (`no config.json in ...`)."""
+    names = _listdir(folder)
+    config = _read_json(os.path.join(folder, "config.json")) if "config.json" in names else None
+    if isinstance(config, dict) and isinstance(config.get("model"), str) and isinstance(config.get("model_config"),
+                                                                                        dict):
+        return
+    held = other_outputs(folder, names, MODEL_DIR)
+    if held is None and "config.json" not in names:
+        return
+    what = f"holds {held}" if held else "has a config.json that names no model family"
+    raise UserError(f"{flag} {folder} {what}, not a model_dir of models.training.train or models.convert --from: "
+                    f"give a model_dir (models.convert --from FORMAT makes one of a checkpoint)")
 
 
 def _norm(path: str) -> str:

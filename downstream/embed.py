@@ -47,16 +47,13 @@ from apache_beam.ml.inference.base import RunInference
 
 from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
 from downstream.module import ModuleError
-from pipeline import corpus_io, progress
-from pipeline.beam_options import (Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts,
-                                     total)
+from pipeline import beam_job, corpus_io, progress
+from pipeline.beam_options import Counts, split_counts, total
 from pipeline.shard_writer import METADATA, ShardWriter
-from pipeline.termination import Terminated, stopped, stopping_workers
-from pipeline.worker_stderr import without_worker_tracebacks
 from commands import overwrite
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
-from commands.user_errors import UserError, check_range, exit_status, writable_dir
+from commands.user_errors import UserError, check_range, writable_dir
 
 SHARD_PREFIX = "embeddings"
 DEFAULT_LAYERS = "last"
@@ -248,8 +245,7 @@ def parse_args(argv):
                         help="drop lines of invalid UTF-8 (counted) instead of embedding them with U+FFFD")
     parser.add_argument("--num_shards", type=int, default=8)
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
-    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
-    progress.add_argument(parser)
+    beam_job.add_arguments(parser)
     return parser.parse_known_args(argv)
 
 
@@ -260,10 +256,9 @@ def prepare(args, beam_args=()) -> tuple[EmbedConfig, list[str], dict]:
     """Checks what can be checked before the job runs (flags, input, the output folder's `--overwrite`
     contract, the module and its layer choices); raises `UserError` with the reason. Returns the config, the
     input files and the metadata known before the job."""
-    check_beam_args(list(beam_args))
+    beam_job.run_options(args, list(beam_args)).check()
     check_range("--batch_size", args.batch_size, 1)
     check_range("--num_shards", args.num_shards, 1, MAX_SHARDS)
-    progress.check_seconds(args.progress_seconds)
     files = corpus_io.check_pattern(args.input)
     writable_dir("--output_dir", args.output_dir)
     plan_overwrite(args, files)
@@ -305,34 +300,27 @@ def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: di
     tf.io.gfile.makedirs(staging)
     line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
     cleanup = lambda: overwrite.remove_unfinished(args.output_dir, overwrite.EMBED, debris=False)  # noqa: E731
-    with (stopping_workers(cleanup), without_worker_tracebacks(args.verbose),
-          progress.reporter(line, args.progress_seconds, beam_args) as reporter):
-        p = beam.Pipeline(options=pipeline_options(beam_args, files))
-        build_pipeline(p, config, files, staging, args.num_shards, metadata, reporter.folder)
-        result = p.run()
-        result.wait_until_finish()
-    return result
+    return beam_job.run_pipeline(
+        lambda p, folder: build_pipeline(p, config, files, staging, args.num_shards, metadata, folder),
+        beam_job.run_options(args, beam_args), files, line=line, cleanup=cleanup)
 
 
 def run(argv=None) -> int:
     args, beam_args = parse_args(argv)
-    quiet_worker_logs(args.verbose)
-    try:
-        config, files, metadata = prepare(args, beam_args)
-    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
-        return exit_status(e, args.verbose)
+    return beam_job.command("embed", args.verbose, lambda: _run(args, beam_args),
+                            removed="this run's shards were removed")
+
+
+def _run(args, beam_args) -> None:
+    config, files, metadata = prepare(args, beam_args)
     print(f"embed: {metadata['module']['kind']} {args.module}, {len(files)} file(s) -> {args.output_dir}",
           file=sys.stderr)
     started = time.time()
-    try:
-        execute(args, beam_args, config, files, metadata)
-    except Terminated as e:
-        return stopped("embed", e, "this run's shards were removed")
+    execute(args, beam_args, config, files, metadata)
     with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
         counters = json.load(f)["counters"]
     print(f"embed: done in {time.time() - started:.1f} s; " +
           ", ".join(f"{k} {v:,}" for k, v in counters.items()), file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,10 +25,28 @@ import uuid
 
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.ml.inference import base as inference_base
 from apache_beam.ml.inference.base import ModelHandler
 
 NAMESPACE = "embed"
 BAD_LINES = ("truncate", "skip")
+
+
+def _give_beam_the_resource_module() -> None:
+    """Beam 2.77's `ml.inference.base` imports `resource` in one `try` with its `ModelManager`, which needs
+    torch and scipy; without them it sets `resource` to None, as on a platform that lacks the module, and
+    logs `Resource module is not available for current platform` at every model load (twice). The module is
+    there on every POSIX system: handing it over keeps those lines off stderr and gives RunInference its
+    model-memory figures."""
+    if getattr(inference_base, "resource", False) is None:
+        try:
+            import resource
+        except ImportError:  # not POSIX: Beam's note is then true
+            return
+        inference_base.resource = resource
+
+
+_give_beam_the_resource_module()  # here, since every process that loads the model imports this module
 
 
 @dataclasses.dataclass(frozen=True)

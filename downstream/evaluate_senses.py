@@ -12,6 +12,11 @@ contextual one can place "river bank" and "bank loan" apart. For each layer choi
   very protocol) and `chance` (a random other occurrence's sense).
 - **Static control**: the non-contextual layer (BERT/GPT `embeddings`, biLM `word_emb`) run the same way.
   (BERT's and GPT's embeddings add position embeddings, so they are nearly, not exactly, static.)
+- **Post-processed vectors**: the same 1-NN accuracy after centring every layer's occurrence vectors (the mean
+  over all evaluated occurrences subtracted: `layers_centred`) and after standardising them (each dimension
+  also divided by its standard deviation: `layers_standardised`). Both use no labels; they undo a common
+  direction or a rogue dimension that can dominate cosines (`downstream.vector_diagnostics`). The ranking
+  figures (`accuracy`, `best_layer`) stay those of the raw vectors; compare models post-processed the same way.
 - **WiC-style pairs** (`--pairs`): same sense or not from the cosine of the two occurrences; the threshold is
   the one that maximises accuracy on the `train` split and is applied to the `test` split (without a
   `split` column: tuned on a deterministic half of the lemmas, by the house's stable hash
@@ -21,7 +26,8 @@ contextual one can place "river bank" and "bank loan" apart. For each layer choi
     python -m downstream.evaluate_senses --module export/bert --data wordnet_senses.jsonl.gz \\
         [--pairs wordnet_wic_pairs.tsv.gz] [--png bank.png] [--png_word bank] [--examples bank,play,plant]
 
-The last stdout line is one JSON object: `layers` (name -> accuracy), `best_layer`, `accuracy`, `baseline`,
+The last stdout line is one JSON object: `layers` (name -> accuracy), `layers_centred`, `layers_standardised`,
+`best_layer`, `accuracy`, `baseline`,
 `baseline_loo`, `chance`, `static_layer`, `static_accuracy`, `lemmas`, `occurrences`, and with `--pairs`
 `wic_accuracy` (the best layer's), `wic_layers`, `wic_threshold`, `wic_majority`, `wic_pairs`.
 """
@@ -102,6 +108,20 @@ def baselines(senses: list[str], groups: dict[str, list[int]]) -> dict[str, floa
     return {"baseline": mfs / n, "baseline_loo": loo / n, "chance": chance / n}
 
 
+POSTPROCESSING = ("centred", "standardised")
+
+
+def postprocess(vectors: np.ndarray, how: str) -> np.ndarray:
+    """`vectors` [N, D] centred (the mean row subtracted) or standardised (then each dimension divided by its
+    standard deviation; a constant dimension is left at 0)."""
+    centred = vectors - vectors.mean(axis=0)
+    if how == "centred":
+        return centred
+    if how == "standardised":
+        return centred / np.maximum(vectors.std(axis=0), 1e-12)
+    raise ValueError(f"unknown post-processing {how!r}; one of {POSTPROCESSING}")
+
+
 def best_threshold(sims: np.ndarray, labels: np.ndarray) -> float:
     """The cosine threshold (same sense iff sim >= t) with the highest accuracy on (sims, labels)."""
     order = np.sort(np.unique(sims))
@@ -142,8 +162,19 @@ def print_neighbours(rows, vectors, groups, lemma, layer, limit=8) -> None:
               f"     -> {mark} [{rows[j]['lexname']} {senses[j]}] {rows[j]['sentence']!r}")
 
 
+def sense_label(row: dict, width: int = 48) -> str:
+    """A sense as a reader names it: its gloss (the records' `gloss`, when they carry one) cut at a word
+    boundary to about `width` characters, with its coarse class; else its synset id and class."""
+    gloss = (row.get("gloss") or "").split(";")[0].strip()
+    if not gloss:
+        return f"{row['synset']} ({row['lexname']})"
+    if len(gloss) > width:
+        gloss = gloss[:width + 1].rsplit(" ", 1)[0].rstrip(",(") + "…"  # whole words only
+    return f"{gloss} ({row['lexname']})"
+
+
 def draw_projection(path, rows, vectors, members, lemma, layer) -> None:
-    """PCA (numpy SVD) of one lemma's occurrence vectors to 2-D, coloured by sense, to a PNG."""
+    """PCA (numpy SVD) of one lemma's occurrence vectors to 2-D, coloured by sense (`sense_label`), to a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,8 +188,7 @@ def draw_projection(path, rows, vectors, members, lemma, layer) -> None:
     fig, ax = plt.subplots(figsize=(9, 7))
     for k, sense in enumerate(senses):
         idx = [a for a, i in enumerate(members) if rows[i]["synset"] == sense]
-        lexname = rows[members[idx[0]]]["lexname"]
-        ax.scatter(xy[idx, 0], xy[idx, 1], color=colours(k % 20), s=60, label=f"{sense} ({lexname})")
+        ax.scatter(xy[idx, 0], xy[idx, 1], color=colours(k % 20), s=60, label=sense_label(rows[members[idx[0]]]))
         for a in idx:
             ax.annotate(rows[members[a]]["sentence"][:40], xy[a], fontsize=6, alpha=0.7)
     ax.set_title(f"'{lemma}' in context: {layer}, first two principal components")
@@ -187,7 +217,10 @@ def evaluate(encoder, rows: list[dict], pairs: list[dict] | None = None, batch_s
     accuracy = {name: nn_accuracy(occurrence[name], senses, groups) for name in layers}
     best = max(layers, key=lambda name: accuracy[name])
     static = encoder.layer_names[0]
-    summary = {"module_kind": encoder.kind, "layers": accuracy, "best_layer": best, "accuracy": accuracy[best],
+    processed = {f"layers_{how}": {name: nn_accuracy(postprocess(occurrence[name], how), senses, groups)
+                                   for name in layers} for how in POSTPROCESSING}
+    summary = {"module_kind": encoder.kind, "layers": accuracy, **processed, "best_layer": best,
+               "accuracy": accuracy[best],
                **baselines(senses, groups), "static_layer": static, "static_accuracy": accuracy[static],
                "lemmas": len(groups), "occurrences": sum(len(m) for m in groups.values()),
                "skipped_past_window": n - len(kept)}
@@ -214,12 +247,14 @@ def print_report(summary: dict) -> None:
     print(f"  leave-one-out MFS {summary['baseline_loo']:.4f} (what an all-tied static layer scores here); "
           f"random neighbour {summary['chance']:.4f}")
     wic = summary.get("wic_layers", {})
-    print(f"\n{'layer':<16}{'1-NN sense acc':>16}{'vs MFS':>9}" + (f"{'WiC acc':>9}" if wic else ""))
+    print(f"\n{'layer':<16}{'1-NN sense acc':>16}{'vs MFS':>9}{'centred':>9}{'stdised':>9}"
+          + (f"{'WiC acc':>9}" if wic else ""))
     for name, acc in summary["layers"].items():
         note = "  <- static control" if name == summary["static_layer"] else ""
         note += "  <- best" if name == summary["best_layer"] else ""
         wic_cell = f"{wic[name]:>9.4f}" if wic else ""
-        print(f"{name:<16}{acc:>16.4f}{acc - summary['baseline']:>+9.4f}{wic_cell}{note}")
+        processed = "".join(f"{summary[f'layers_{how}'][name]:>9.4f}" for how in POSTPROCESSING)
+        print(f"{name:<16}{acc:>16.4f}{acc - summary['baseline']:>+9.4f}{processed}{wic_cell}{note}")
     if wic:
         print(f"WiC: threshold tuned on {summary['wic_pairs']['tune']} pairs, accuracy on "
               f"{summary['wic_pairs']['test']} held-out pairs; majority class {summary['wic_majority']:.4f}")

@@ -7,6 +7,8 @@ gathers only the masked positions; the next-sentence head is a dense layer on th
 `tie_output=False` gives the MLM head an output matrix of its own: the tiny presets take it, since a small
 tied model trained with Adam at a high rate drifts every token embedding the same way through the output's
 softmax gradient, and its inputs stop telling tokens apart (measured in `docs/learning.md`).
+`next_sentence=False` drops the next-sentence head and its loss: a masked LM only, as RoBERTa trains (the
+pooler stays, for fine-tuning on `[CLS]`).
 
 Inputs use the TF-Hub names (`input_word_ids`, `input_mask`, `input_type_ids`, `masked_lm_positions`);
 `schema.bert_model_inputs` maps the on-disk names to them.
@@ -46,6 +48,7 @@ class BertConfig:
     layer_norm_epsilon: float = 1e-12
     tie_output: bool = True
     normalize_first: bool = False
+    next_sentence: bool = True
 
     def __post_init__(self):
         common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
@@ -108,7 +111,8 @@ def build_encoder(config: BertConfig) -> keras.Model:
 
 def build_pretrainer(config: BertConfig) -> keras.Model:
     """The encoder with its masked-LM and next-sentence heads: adds input `masked_lm_positions` [B, P] and
-    outputs `mlm` logits [B, P, V] and `nsp` logits [B, 2] (index 1 = random next)."""
+    outputs `mlm` logits [B, P, V] and, unless `next_sentence=False`, `nsp` logits [B, 2] (index 1 = random
+    next)."""
     encoder = build_encoder(config)
     init = common.initializer(config.initializer_range)
     inputs = {name: keras.Input((None,), dtype="int32", name=name)
@@ -120,8 +124,11 @@ def build_pretrainer(config: BertConfig) -> keras.Model:
         intermediate_activation=common.activation(config.hidden_act), kernel_initializer=init,
         layer_norm_epsilon=config.layer_norm_epsilon, name="mlm_head",
     )(encoded["sequence_output"], mask_positions=inputs["masked_lm_positions"])  # [B, P, V]
-    nsp = keras.layers.Dense(2, kernel_initializer=init, name="nsp_head")(encoded["pooled_output"])  # [B, 2]
-    return keras.Model(inputs=inputs, outputs={"mlm": mlm, "nsp": nsp}, name="bert_pretrainer")
+    outputs = {"mlm": mlm}
+    if config.next_sentence:
+        outputs["nsp"] = keras.layers.Dense(2, kernel_initializer=init, name="nsp_head")(
+            encoded["pooled_output"])  # [B, 2]
+    return keras.Model(inputs=inputs, outputs=outputs, name="bert_pretrainer")
 
 
 def encoder_of(pretrainer: keras.Model) -> keras.Model:
@@ -129,7 +136,8 @@ def encoder_of(pretrainer: keras.Model) -> keras.Model:
 
 
 class BertTask(PretrainingTask):
-    """Masked LM + next-sentence prediction; the loss is their sum, as in the paper."""
+    """Masked LM + next-sentence prediction; the loss is their sum, as in the paper (the masked LM alone with
+    `next_sentence=False`)."""
 
     kind = "bert"
     config_class = BertConfig
@@ -150,18 +158,21 @@ class BertTask(PretrainingTask):
         outputs = model(x, training=training)
         mlm_loss, mlm_correct, mlm_count = weighted_cross_entropy(
             y["mlm"], outputs["mlm"], sample_weight["mlm"])  # labels [B, P], logits [B, P, V]
-        nsp_labels = tf.reshape(y["nsp"], [-1])  # [B]
-        nsp_loss, nsp_correct, nsp_count = weighted_cross_entropy(
-            nsp_labels, outputs["nsp"], tf.reshape(sample_weight["nsp"], [-1]))
-        loss = mlm_loss / tf.maximum(mlm_count, 1e-5) + nsp_loss / tf.maximum(nsp_count, 1e-5)
-        stats = {"mlm_loss": (mlm_loss, mlm_count), "mlm_correct": (mlm_correct, mlm_count),
-                 "nsp_loss": (nsp_loss, nsp_count), "nsp_correct": (nsp_correct, nsp_count)}
+        loss = mlm_loss / tf.maximum(mlm_count, 1e-5)
+        stats = {"mlm_loss": (mlm_loss, mlm_count), "mlm_correct": (mlm_correct, mlm_count)}
+        if self.config.next_sentence:
+            nsp_labels = tf.reshape(y["nsp"], [-1])  # [B]
+            nsp_loss, nsp_correct, nsp_count = weighted_cross_entropy(
+                nsp_labels, outputs["nsp"], tf.reshape(sample_weight["nsp"], [-1]))
+            loss += nsp_loss / tf.maximum(nsp_count, 1e-5)
+            stats.update({"nsp_loss": (nsp_loss, nsp_count), "nsp_correct": (nsp_correct, nsp_count)})
         return loss, stats
 
     def metrics(self, totals):
-        values = {"mlm_accuracy": ratio(totals, "mlm_correct"), "mlm_loss": ratio(totals, "mlm_loss"),
-                  "nsp_accuracy": ratio(totals, "nsp_correct"), "nsp_loss": ratio(totals, "nsp_loss")}
-        values["loss"] = values["mlm_loss"] + values["nsp_loss"]
+        values = {"mlm_accuracy": ratio(totals, "mlm_correct"), "mlm_loss": ratio(totals, "mlm_loss")}
+        if self.config.next_sentence:
+            values.update({"nsp_accuracy": ratio(totals, "nsp_correct"), "nsp_loss": ratio(totals, "nsp_loss")})
+        values["loss"] = values["mlm_loss"] + values.get("nsp_loss", 0.0)
         return values
 
     def data_expectations(self):

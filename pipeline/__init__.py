@@ -1,5 +1,7 @@
-"""The Apache Beam jobs: learn a WordPiece vocabulary (`pipeline.vocab`), build pretraining TFRecords
-(`pipeline.pretraining_data`). Imports only `preprocessing`; each job is `run(argv)` with I/O at its edges.
+"""The Apache Beam jobs: clean a corpus (`pipeline.clean`), learn a WordPiece vocabulary (`pipeline.vocab`), build
+pretraining TFRecords (`pipeline.pretraining_data`). Imports only `preprocessing` (and `commands`). Each job is a
+typed, frozen job object and `run(job)`, with I/O at its edges; its command parses flags into that object
+(`main(argv)`), and every job's edge is `pipeline.beam_job`.
 """
 
 import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -16,9 +16,14 @@ byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` a
 the earlier run's report and the cleaned files it lists, nothing else; an output folder holding another kind
 of output, or that an input file sits in (a rerun would read its own output), is refused. A failed or stopped
 run (SIGTERM: its local workers stopped first) leaves none of its files; exit status 128 + N on signal N.
+
+The same job from Python is one call on a `CleanJob`, which holds what the flags say:
+
+    run(CleanJob(input="corpus/*.txt", output_dir="cleaned", cleaning=Cleaning(dedup="all")))
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,16 +31,57 @@ import sys
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import clean_report, corpus_io
-from pipeline.beam_options import Counts, check_beam_args, pipeline_options, quiet_worker_logs, split_counts, total
+from pipeline import beam_job, clean_report, corpus_io
+from pipeline.beam_job import RunOptions
+from pipeline.beam_options import Counts, split_counts, total
+from pipeline.clean_report import Cleaning, CleanPlan
 from pipeline.cleaning import CleanDocuments, read_heldout
 from pipeline.documents import ReadDocuments
-from pipeline.termination import Terminated, stopped, stopping_workers
-from pipeline.worker_stderr import without_worker_tracebacks
 from commands import overwrite
-from commands.user_errors import UserError, exit_status, writable_dir
+from commands.user_errors import UserError, writable_dir
 
 REPORT = "clean_report"
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanJob:
+    """A cleaning job: what `python -m pipeline.clean` runs, and its Python API (`run`).
+
+    Args:
+      input: file pattern, one sentence a line, a blank line between documents (local or gs://, `.gz` ok).
+      output_dir: the folder of the cleaned files and the report.
+      cleaning: the filters, deduplication and decontamination to run (`clean_report.Cleaning`; none: the
+        files are copied as read, blank-line and encoding fixes counted).
+      overwrite: replace an earlier run in `output_dir` (`commands.overwrite`).
+      run_options: Beam's options and `verbose` (`beam_job.RunOptions`; this job prints no progress lines).
+
+    Example:
+      >>> CleanJob(input="corpus/*.txt", output_dir="cleaned", cleaning=Cleaning(dedup="all")).metadata_config()
+      {'input': 'corpus/*.txt', 'output_dir': 'cleaned', 'dedup': 'all', 'overwrite': False, 'verbose': False}
+    """
+
+    input: str
+    output_dir: str
+    cleaning: Cleaning = Cleaning()
+    overwrite: bool = False
+    run_options: RunOptions = RunOptions()
+
+    def metadata_config(self) -> dict:
+        """The report's `config`: the job under stable keys, in this order (the file keeps it)."""
+        return {"input": self.input, "output_dir": self.output_dir, **self.cleaning.flags(),
+                "overwrite": self.overwrite, "verbose": self.run_options.verbose}
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanResult:
+    """What a finished cleaning job wrote: `output_dir`, its cleaned `files` (names in it, one per input file),
+    the `report` (`clean_report.json`; `.md` beside it), its `counters` and one-line `summary`."""
+
+    output_dir: str
+    files: tuple[str, ...]
+    report: str
+    counters: dict
+    summary: str
 
 
 def output_name(index: int, path: str) -> str:
@@ -55,89 +101,100 @@ def _write_file(item, output_dir: str, files: list[str]) -> str:
     return name
 
 
-def _finish(gathered, output_dir: str, files: list[str], heldout: list[str], job: dict) -> None:
+def _finish(gathered, output_dir: str, files: list[str], heldout: tuple[str, ...], job: dict) -> None:
     reports = [x for x in gathered if isinstance(x, dict) and "clusters" in x]
     (report,) = reports
     counters = total([report["counters"]] + [x for x in gathered if isinstance(x, Counts)])
     report = {**report, "counters": counters}
     extra = {"config": job, "files": sorted(x for x in gathered if isinstance(x, str))}
-    clean_report.write_report(report, os.path.join(output_dir, REPORT), files, heldout, "clean", extra)
+    clean_report.write_report(report, os.path.join(output_dir, REPORT), files, list(heldout), "clean", extra)
 
 
-def build_pipeline(p, args, files: list[str], heldout: list[str]) -> None:
-    config = clean_report.with_key_ranges(clean_report.clean_config(args), files + heldout)
+def build_pipeline(p, job: CleanJob, files: list[str], cleaning: CleanPlan) -> None:
+    """The job's graph over the input `files`, cleaned as `cleaning` plans (`clean_report.plan`)."""
     read = p | "Files" >> beam.Create(list(enumerate(files))) | "ReadDocuments" >> beam.ParDo(ReadDocuments())
     docs, read_counts = split_counts(read, "Read")
-    held = read_heldout(p, heldout) if heldout else None
-    kept, report = docs | "Clean" >> CleanDocuments(config, held)
+    held = read_heldout(p, list(cleaning.heldout)) if cleaning.heldout else None
+    kept, report = docs | "Clean" >> CleanDocuments(cleaning.config, held)  # a report even with nothing asked
     markers = p | "EveryFile" >> beam.Create([(i, None) for i in range(len(files))])
     written = ((kept | "ByFile" >> beam.MapTuple(lambda doc_id, lines: (doc_id[0], (doc_id[1], lines))), markers)
                | "WithEveryFile" >> beam.Flatten()
                | "GroupFiles" >> beam.GroupByKey()
-               | "WriteFiles" >> beam.Map(_write_file, args.output_dir, files))
+               | "WriteFiles" >> beam.Map(_write_file, job.output_dir, files))
     ((report, read_counts, written)
      | "WithCounts" >> beam.Flatten()
      | "Gather" >> beam.combiners.ToList()
-     | "WriteReport" >> beam.Map(_finish, args.output_dir, files, heldout, clean_report.job_config(args)))
+     | "WriteReport" >> beam.Map(_finish, job.output_dir, files, cleaning.heldout, job.metadata_config()))
 
 
-def parse_args(argv):
+def _plan_output(job: CleanJob, files: list[str], heldout: tuple[str, ...]) -> overwrite.Plan:
+    """What `--overwrite` removes; `UserError` for an output folder this run may not write into."""
+    writable_dir("--output_dir", job.output_dir)
+    earlier = overwrite.plan(job.output_dir, overwrite.CLEAN, job.overwrite, input_files=files + list(heldout),
+                             reads=corpus_io.pattern_reads(job.input))
+    names = [output_name(i, f) for i, f in enumerate(files)]
+    taken = sorted(set(names) & overwrite.existing(job.output_dir) - set(earlier.names))
+    if taken:
+        raise UserError(f"--output_dir {job.output_dir} holds {taken[0]}, which this run would write and which is "
+                        f"no earlier run's output: move it, or use another --output_dir")
+    return earlier
+
+
+def run(job: CleanJob) -> CleanResult:
+    """Runs `job` to its end and returns what it wrote, printing its summary line on stderr. Raises
+    `UserError` (bad flags or input, a full disk) or `termination.Terminated` (SIGTERM): a failed run leaves
+    none of its files."""
+    job.run_options.check()
+    files = corpus_io.check_pattern(job.input)
+    cleaning = clean_report.plan(job.cleaning, files)
+    earlier = _plan_output(job, files, cleaning.heldout)
+    local = "://" not in job.output_dir
+    created = local and not os.path.exists(job.output_dir)
+    os.makedirs(job.output_dir, exist_ok=True) if local else None
+    earlier.remove()  # --overwrite: the earlier run's files (its report lists them), once every check passed
+    print(f"clean: {len(files)} file(s) -> {job.output_dir}", file=sys.stderr)
+    names = [output_name(i, f) for i, f in enumerate(files)]
+
+    def cleanup():  # a failed or stopped run leaves none of its files
+        overwrite.remove_unfinished(job.output_dir, overwrite.CLEAN)
+        present = overwrite.existing(job.output_dir)
+        for name in names:
+            if name in present:
+                FileSystems.delete([os.path.join(job.output_dir, name)])
+        if created and not os.listdir(job.output_dir):
+            os.rmdir(job.output_dir)
+
+    beam_job.run_pipeline(lambda p, _: build_pipeline(p, job, files, cleaning), job.run_options,
+                          files + list(cleaning.heldout), cleanup=cleanup)
+    report = os.path.join(job.output_dir, REPORT + ".json")
+    with FileSystems.open(report) as f:
+        record = json.load(f)
+    print(record["summary"], file=sys.stderr)
+    return CleanResult(job.output_dir, tuple(record["files"]), report, record["counters"], record["summary"])
+
+
+def parse_args(argv) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m pipeline.clean", description=__doc__.split("\n")[0])
     parser.add_argument("--input", required=True, help="file pattern, BERT format (local or gs://, .gz ok)")
     parser.add_argument("--output_dir", required=True)
     clean_report.add_arguments(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --output_dir")
-    parser.add_argument("--verbose", action="store_true", help="full tracebacks with errors")
+    beam_job.add_arguments(parser, progress_lines=False)
     return parser.parse_known_args(argv)
 
 
-def run(argv=None) -> int:
+def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> CleanJob:
+    """The `CleanJob` that parsed flags describe; raises `UserError` for bad cleaning specs."""
+    return CleanJob(input=args.input, output_dir=args.output_dir, cleaning=clean_report.from_args(args),
+                    overwrite=args.overwrite, run_options=beam_job.run_options(args, beam_args))
+
+
+def main(argv=None) -> int:
+    """`python -m pipeline.clean`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
-    quiet_worker_logs(args.verbose)
-    try:
-        return _run(args, beam_args)
-    except Terminated as e:
-        return stopped("clean", e)
-    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
-        return exit_status(e, args.verbose)
-
-
-def _run(args, beam_args) -> int:
-    check_beam_args(beam_args)
-    writable_dir("--output_dir", args.output_dir)
-    clean_report.clean_config(args)
-    files = corpus_io.check_pattern(args.input)
-    heldout = clean_report.heldout_files(args, files)
-    names = [output_name(i, f) for i, f in enumerate(files)]
-    earlier = overwrite.plan(args.output_dir, overwrite.CLEAN, args.overwrite, input_files=files + heldout,
-                             reads=corpus_io.pattern_reads(args.input))
-    taken = sorted(set(names) & overwrite.existing(args.output_dir) - set(earlier.names))
-    if taken:
-        raise UserError(f"--output_dir {args.output_dir} holds {taken[0]}, which this run would write and which is "
-                        f"no earlier run's output: move it, or use another --output_dir")
-    local = "://" not in args.output_dir
-    created = local and not os.path.exists(args.output_dir)
-    os.makedirs(args.output_dir, exist_ok=True) if local else None
-    earlier.remove()  # --overwrite: the earlier run's files (its report lists them), once every check passed
-    print(f"clean: {len(files)} file(s) -> {args.output_dir}", file=sys.stderr)
-    options = pipeline_options(beam_args, files + heldout)
-
-    def cleanup():  # a failed or stopped run leaves none of its files
-        overwrite.remove_unfinished(args.output_dir, overwrite.CLEAN)
-        present = overwrite.existing(args.output_dir)
-        for name in names:
-            if name in present:
-                FileSystems.delete([os.path.join(args.output_dir, name)])
-        if created and not os.listdir(args.output_dir):
-            os.rmdir(args.output_dir)
-
-    with stopping_workers(cleanup), without_worker_tracebacks(args.verbose), beam.Pipeline(options=options) as p:
-        build_pipeline(p, args, files, heldout)
-    with FileSystems.open(os.path.join(args.output_dir, REPORT + ".json")) as f:
-        print(json.load(f)["summary"], file=sys.stderr)
-    return 0
+    return beam_job.command("clean", args.verbose, lambda: run(job_from_args(args, beam_args)))
 
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(run())
+    sys.exit(main())

@@ -1,5 +1,10 @@
-"""The cleaning flags every job shares (`--filters`, `--dedup`, `--decontaminate`), and the report files.
+"""The cleaning every data job shares (`--filters`, `--dedup`, `--decontaminate`): the flags as a typed value,
+what they resolve to for a run, the cleaning step of a job's graph, and the report files.
 
+`Cleaning` holds the three flags as given (their text goes into a job's metadata unchanged) and their parsed
+`CleanConfig`, parsed once when the value is made. `plan(cleaning, files)` resolves it for one run: the held-out
+files (`--decontaminate`, matched once) and the dedup stages' key ranges (from the input's size).
+`clean_step` applies the plan to a job's documents and returns the kept documents and the report as values.
 The report of `pipeline.cleaning` is written as `<base>.json` (counters, shares of the input documents, the
 largest clusters with the file names of their kept documents) and `<base>.md` (the same as a table a person
 reads), and summed up in one line for the job's summary. Flags left off keep a job's config (and so its
@@ -13,12 +18,54 @@ import os
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import corpus_io
-from pipeline.cleaning import CleanConfig
+from pipeline.beam_options import Counts
+from pipeline.cleaning import CleanConfig, CleanDocuments, read_heldout
 from preprocessing import dedup_config, packed_keys, text_filters
 from commands.user_errors import UserError
 
-FLAGS = ("filters", "dedup", "decontaminate")
 REPORT_FILES = ("cleaning.json", "cleaning.md")  # beside a job's output (`pipeline.pretraining_data`)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cleaning:
+    """The cleaning a job asks for, as its flags say it; `config` is what they parse to (checked when made).
+
+    Args:
+      filters: `--filters`: a preset (`c4`) and/or `key=value` rules (`preprocessing.text_filters`).
+      dedup: `--dedup`: `exact`, `spans`, `near` (or `all`) and `key=value` settings (`preprocessing.dedup_config`).
+      decontaminate: `--decontaminate`: a file pattern of held-out documents.
+
+    Raises:
+      UserError: an unknown name or a bad value in `filters` or `dedup`.
+
+    Example:
+      >>> Cleaning(dedup="exact,near").config.dedup.near
+      True
+    """
+
+    filters: str | None = None
+    dedup: str | None = None
+    decontaminate: str | None = None
+    config: CleanConfig = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        try:
+            filters = text_filters.parse_spec(self.filters or "", text_filters.FilterConfig, text_filters.PRESETS)[0]
+            dedup = dedup_config.parse_dedup(self.dedup or "")
+        except ValueError as e:
+            raise UserError(f"--filters/--dedup: {e}") from None
+        object.__setattr__(self, "config", CleanConfig(filters=filters, dedup=dedup,
+                                                       decontaminate=bool(self.decontaminate)))
+
+    @property
+    def active(self) -> bool:
+        return self.config.active
+
+    def flags(self) -> dict:
+        """The flags that are given, by name, in flag order (for a job's metadata; absent ones are left out,
+        so that a job without cleaning writes the same bytes as one that never knew of it)."""
+        given = {"filters": self.filters, "dedup": self.dedup, "decontaminate": self.decontaminate}
+        return {k: v for k, v in given.items() if v is not None}
 
 
 def add_arguments(parser) -> None:
@@ -34,14 +81,42 @@ def add_arguments(parser) -> None:
                              "near duplicates of any of them")
 
 
-def clean_config(args) -> CleanConfig:
-    """The `CleanConfig` the flags ask for; raises `UserError` for an unknown name or a bad value."""
-    try:
-        filters = text_filters.parse_spec(args.filters or "", text_filters.FilterConfig, text_filters.PRESETS)[0]
-        dedup = dedup_config.parse_dedup(args.dedup or "")
-    except ValueError as e:
-        raise UserError(f"--filters/--dedup: {e}") from None
-    return CleanConfig(filters=filters, dedup=dedup, decontaminate=bool(args.decontaminate))
+def from_args(args) -> Cleaning:
+    """The `Cleaning` of parsed flags (`add_arguments`')."""
+    return Cleaning(filters=args.filters, dedup=args.dedup, decontaminate=args.decontaminate)
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanPlan:
+    """Cleaning resolved for one run: `config` with its key ranges set, and the `heldout` files."""
+
+    config: CleanConfig
+    heldout: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.config.active
+
+
+def heldout_files(cleaning: Cleaning, input_files: list[str]) -> list[str]:
+    """The files `--decontaminate` matches ([] without it); `UserError` for a pattern matching nothing or a
+    folder, and for one of the `input_files` (every training document would be dropped as its own held-out
+    copy)."""
+    if not cleaning.decontaminate:
+        return []
+    heldout = corpus_io.check_pattern(cleaning.decontaminate, "--decontaminate")
+    same = sorted({os.path.realpath(f) for f in heldout} & {os.path.realpath(f) for f in input_files})
+    if same:
+        raise UserError(f"--decontaminate {cleaning.decontaminate} matches the --input file {same[0]}: every "
+                        f"training document would be dropped as a copy of itself; give the held-out files only")
+    return heldout
+
+
+def plan(cleaning: Cleaning, input_files: list[str]) -> CleanPlan:
+    """`cleaning` for a run over `input_files`: the held-out files matched (`heldout_files`) and the key ranges
+    sized from the training and held-out files (`with_key_ranges`)."""
+    heldout = heldout_files(cleaning, input_files)
+    return CleanPlan(with_key_ranges(cleaning.config, list(input_files) + heldout), tuple(heldout))
 
 
 def with_key_ranges(config: CleanConfig, files: list[str]) -> CleanConfig:
@@ -54,27 +129,6 @@ def with_key_ranges(config: CleanConfig, files: list[str]) -> CleanConfig:
                for result in FileSystems.match(files) for m in result.metadata_list)
     dedup = dataclasses.replace(config.dedup, key_ranges=packed_keys.ranges_for(text))
     return dataclasses.replace(config, dedup=dedup)
-
-
-def heldout_files(args, input_files: list[str] | None = None) -> list[str]:
-    """The files `--decontaminate` matches ([] without it); `UserError` for a pattern matching nothing or a
-    folder, and for one of the `input_files` (every training document would be dropped as its own held-out
-    copy)."""
-    if not args.decontaminate:
-        return []
-    heldout = corpus_io.check_pattern(args.decontaminate, "--decontaminate")
-    if input_files is None:
-        input_files = corpus_io.check_pattern(args.input)
-    same = sorted({os.path.realpath(f) for f in heldout} & {os.path.realpath(f) for f in input_files})
-    if same:
-        raise UserError(f"--decontaminate {args.decontaminate} matches the --input file {same[0]}: every training "
-                        f"document would be dropped as a copy of itself; give the held-out files only")
-    return heldout
-
-
-def job_config(args, skip=("progress_seconds",)) -> dict:
-    """`vars(args)` for a job's metadata, without the cleaning flags that are off (the bytes stay the same)."""
-    return {k: v for k, v in vars(args).items() if k not in skip and not (k in FLAGS and v is None)}
 
 
 REMOVED = (("exact duplicates", "dedup_exact_documents"), ("near duplicates", "dedup_near_documents"),
@@ -133,15 +187,16 @@ def write_report(report: dict, base: str, files: list[str], heldout: list[str], 
     return line
 
 
-def clean_step(p, args, documents, label: str = "Clean"):
-    """`documents` cleaned as the flags ask -> (kept documents, the report PCollection); `(documents, None)`
-    with every cleaning flag off (the job's graph is then the same as without cleaning)."""
-    from pipeline.cleaning import CleanDocuments, read_heldout
-
-    config = clean_config(args)
-    if not config.active:
+def clean_step(p, cleaning: CleanPlan, documents, label: str = "Clean"):
+    """`documents` cleaned as planned -> (kept documents, the report PCollection); `(documents, None)` with
+    every cleaning flag off (the job's graph is then the same as without cleaning)."""
+    if not cleaning.active:
         return documents, None
-    heldout = heldout_files(args)
-    config = with_key_ranges(config, corpus_io.check_pattern(args.input) + heldout)
-    held = read_heldout(p, heldout, f"{label}Heldout") if heldout else None
-    return documents | label >> CleanDocuments(config, held)
+    held = read_heldout(p, list(cleaning.heldout), f"{label}Heldout") if cleaning.heldout else None
+    return documents | label >> CleanDocuments(cleaning.config, held)
+
+
+def write_job_report(report: dict, base: str, files: list[str], heldout: tuple[str, ...], job: str) -> Counts:
+    """A data job's cleaning report written to `<base>.json` / `.md`; its counters, for the job's metadata."""
+    write_report(report, base, files, list(heldout), job)
+    return Counts(report["counters"])

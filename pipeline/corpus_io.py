@@ -168,16 +168,15 @@ def read_progress(folder: str | None, path: str):
 
 
 class ReadCorpusLines(beam.PTransform):
-    """Reads every line of the files matching `pattern` as `str`, one file per worker; with `batch_lines`,
-    lists of lines and one `Counts` per file instead (`ReadLineBatches`, which reports progress into
-    `progress_folder` if given)."""
+    """Reads every line of `files` as `str`, one file per worker; with `batch_lines`, lists of lines and one
+    `Counts` per file instead (`ReadLineBatches`, which reports progress into `progress_folder` if given)."""
 
-    def __init__(self, pattern: str, batch_lines: int = 0, progress_folder: str | None = None):
+    def __init__(self, files: list[str], batch_lines: int = 0, progress_folder: str | None = None):
         super().__init__()
-        self.pattern, self.batch_lines, self.progress_folder = pattern, batch_lines, progress_folder
+        self.files, self.batch_lines, self.progress_folder = list(files), batch_lines, progress_folder
 
     def expand(self, pbegin):
-        files = pbegin | "Files" >> beam.Create(check_pattern(self.pattern))
+        files = pbegin | "Files" >> beam.Create(self.files)
         if self.batch_lines:
             return files | "ReadLineBatches" >> beam.ParDo(ReadLineBatches(self.batch_lines, self.progress_folder))
         return files | "ReadLines" >> beam.ParDo(ReadLines())

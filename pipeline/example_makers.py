@@ -23,7 +23,10 @@ _CHUNK = 4096  # examples per TF call
 
 
 @dataclasses.dataclass(frozen=True)
-class JobConfig:
+class ExampleConfig:
+    """What the DoFns need to make one model's examples: the part of a `PretrainingDataJob` they see, resolved
+    (the vocabulary's tokens, its case, the sequence length). Fields as the job's (`pipeline.pretraining_job`)."""
+
     model: str
     vocab_tokens: tuple[str, ...]
     lower_case: bool
@@ -36,8 +39,16 @@ class JobConfig:
     masking: str = "static"
     seed: int = 12345
 
+    def features(self) -> tuple:
+        """The records' features (`preprocessing.schema`), as `metadata.json` describes them."""
+        from preprocessing import schema
 
-def _tokenizer(config: JobConfig):
+        return schema.features_for({"model": self.model, "config": {
+            "max_seq_length": self.max_seq_length, "max_predictions_per_seq": self.max_predictions_per_seq,
+            "masking": self.masking}})
+
+
+def _tokenizer(config: ExampleConfig):
     from preprocessing.vocabulary import Vocabulary
     from preprocessing.wordpiece import WordPieceTokenizer
 
@@ -53,7 +64,7 @@ class TokenizeDocuments(SetupDoFn):
 
     setup_state = ("_encode", "_tf")
 
-    def __init__(self, config: JobConfig):
+    def __init__(self, config: ExampleConfig):
         self.config = config
 
     def setup(self):
@@ -115,7 +126,7 @@ class MakeExamples(SetupDoFn):
 
     setup_state = ("_special", "_info", "_masking", "_features", "_mask", "_schema")
 
-    def __init__(self, config: JobConfig, output_dir: str, gzip: bool):
+    def __init__(self, config: ExampleConfig, output_dir: str, gzip: bool):
         self.config = config
         self.output_dir, self.gzip = output_dir, gzip
 
@@ -130,7 +141,7 @@ class MakeExamples(SetupDoFn):
         self._special = vocab.special_ids()
         self._info = masking.VocabInfo.from_vocabulary(vocab, c.whole_word_mask)
         self._masking = masking.MaskingConfig(c.masked_lm_prob, c.max_predictions_per_seq, c.whole_word_mask)
-        self._features = schema.features_for({"model": c.model, "config": dataclasses.asdict(c)})
+        self._features = c.features()
         spec = [tf.TensorSpec([None, c.max_seq_length], tf.int64)] * 2 + [tf.TensorSpec([None], tf.int64)]
         self._mask = tf.function(lambda ids, m, s: masking.mask_tokens(ids, m, s, self._info, self._masking),
                                  input_signature=spec, autograph=False)

@@ -55,7 +55,7 @@ def keras_hub_classify(args) -> dict:
     from models.training.optimization import warmup_decay_rate
 
     keras.utils.set_random_seed(args.seed)
-    train, dev = (task_data.read_task("classify", p) for p in (args.train, args.eval))
+    train, dev = (task_data.read_classification(p) for p in (args.train, args.eval))
     labels = task_data.label_list(train)
     index = {n: i for i, n in enumerate(labels)}
     started = time.time()
@@ -126,13 +126,13 @@ def hf_tag(args) -> dict:
     import transformers
 
     from downstream.finetune import task_data
-    from downstream.finetune.cli import tag_scores
+    from downstream.finetune.ner_scores import tag_scores
     from downstream.finetune.inputs import words_from_positions
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(os.cpu_count() or 1)
     rng = np.random.default_rng(args.seed)
-    train, dev = (task_data.read_task("tag", p) for p in (args.train, args.eval))
+    train, dev = (task_data.read_conll(p) for p in (args.train, args.eval))
     labels = task_data.label_list(train)
     index = {n: i for i, n in enumerate(labels)}
     started = time.time()

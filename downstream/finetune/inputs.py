@@ -33,7 +33,8 @@ GPT_START, GPT_DELIMITER, GPT_EXTRACT = "[SEP]", "[CLS]", "[MASK]"
 
 
 def pair_sequences(kind: str, gpt_pair: str, a, b) -> list[list]:
-    """How a family reads a pair (`a`, `b`: texts or string tensors): a list over sequences of parts."""
+    """How a family reads a pair (`a`, `b`: texts or string tensors): a list over sequences of parts. The
+    pair task (`tasks.PairTask`) and the served pair graph (`export.TextTaskModel.pair`) both read pairs so."""
     if kind == "bert" or (kind == "gpt" and gpt_pair == "entail"):
         return [[a, b]]
     if kind == "gpt":  # similarity: both orders, representations added
@@ -106,26 +107,15 @@ def gpt_sequence(parts: list[list[int]], seq_length: int, start: int, delimiter:
     return ids.numpy()[0], int(index.numpy()[0]), weights.numpy()[0]
 
 
-def sequences_for(task: str, kind: str, texts: list[tuple[str, ...]], gpt_pair: str = "entail"):
-    """How each family reads a task's texts: a list over sequences of per-example part tuples."""
-    if task == "classify":
-        return [[t[:1] for t in texts]]
-    if task == "pair":
-        return [list(zip(*sequence)) for sequence in pair_sequences(kind, gpt_pair, [t[0] for t in texts],
-                                                                    [t[1] for t in texts])]
-    if task == "choice":
-        return [[(t[0], t[1 + c]) for t in texts] for c in range(len(texts[0]) - 1)]
-    raise ValueError(f"no sequence form for task {task}")
-
-
-def text_inputs(module, task: str, texts: list[tuple[str, ...]], seq_length: int, gpt_pair: str = "entail") -> dict:
-    """Examples' texts -> `[N, S, ...]` inputs, each sequence packed by `pack_sequence` in chunks."""
+def text_inputs(module, sequences: list[list[tuple[str, ...]]], seq_length: int) -> dict:
+    """Examples' texts as sequences -> `[N, S, ...]` inputs, each sequence packed by `pack_sequence` in chunks.
+    `sequences`: a list over the S sequences, each a list over the N examples of that sequence's parts (a
+    task's `sequences`: classify `[[(text,), ...]]`; a pair as `pair_sequences` reads it; choice one per
+    choice, `(context, choice)`)."""
     import tensorflow as tf
 
-    if module.kind == "bilm" and task == "choice":
-        raise ValueError("the biLM has no multiple-choice head: use a BERT or GPT module")
     per_sequence = []
-    for parts_of in sequences_for(task, module.kind, texts, gpt_pair):
+    for parts_of in sequences:
         chunks = []
         for i in range(0, len(parts_of), CHUNK):
             chunk = parts_of[i:i + CHUNK]

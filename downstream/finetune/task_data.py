@@ -19,12 +19,14 @@ import collections
 import dataclasses
 import json
 
+from commands.user_errors import UserError
 from downstream.finetune.squad import SquadExample, first_sentence
 from preprocessing.stable_random import stable_fraction
 
 
-class TaskDataError(ValueError):
-    """A task file is missing or malformed; the message names the file and line."""
+class TaskDataError(UserError):
+    """A task file is missing or malformed; the message names the file and line (a `UserError`: one line at
+    the command's edge)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,21 +163,6 @@ def read_squad(path: str) -> list[SquadExample]:
     return [SquadExample(qa["id"], qa["question"], paragraph["context"],
                          tuple((a["text"], int(a["answer_start"])) for a in qa.get("answers", ())), article)
             for article, entry in enumerate(data) for paragraph in entry["paragraphs"] for qa in paragraph["qas"]]
-
-
-def read_task(task: str, path: str, tag_column: int = 1, cut: list | None = None) -> list:
-    """The task's examples; the numbers of lines over `MAX_LINE_BYTES` (read as their first MiB) go to `cut`."""
-    if task == "classify":
-        return read_classification(path, 1, cut)
-    if task == "pair":
-        return read_classification(path, 2, cut)
-    if task == "choice":
-        return read_choices(path, cut)
-    if task == "tag":
-        return read_conll(path, tag_column, cut)
-    if task == "squad":
-        return read_squad(path)
-    raise TaskDataError(f"unknown task {task!r}")
 
 
 def split_items(items: list, heldout: float, key=lambda index, item: str(index), seed: int = 0):

@@ -69,6 +69,8 @@ TABLES = {
         "initializer_range": CARRIED, "layer_norm_epsilon": CARRIED,
         "tie_output": CARRIED,  # tie_word_embeddings, and cls.predictions.decoder.* when untied
         "normalize_first": only(False, why=_POST_LN_BERT),
+        "next_sentence": only(True, why="HuggingFace's BertForPreTraining has a next-sentence head, which a "
+                                        "masked-LM-only model has not learned"),
     },
     ("bert_tf1", "bert"): {
         "vocab_size": CARRIED, "num_layers": CARRIED, "hidden_size": CARRIED, "num_heads": CARRIED,
@@ -80,6 +82,8 @@ TABLES = {
                                      "has no output matrix of its own, and run_pretraining.py would read the "
                                      "embeddings (use --to hf_bert)"),
         "normalize_first": only(False, why="google-research's BERT has post-layer-norm blocks only"),
+        "next_sentence": only(True, why="run_pretraining.py reads and trains a next-sentence head, which a "
+                                        "masked-LM-only model has not learned"),
     },
     ("keras_hub", "bert"): {
         "vocab_size": CARRIED, "num_layers": CARRIED, "hidden_size": CARRIED, "num_heads": CARRIED,
@@ -89,6 +93,7 @@ TABLES = {
         "layer_norm_epsilon": only(1e-12, why=_KH_EPS),
         "tie_output": IGNORED("the preset holds the backbone, not the masked-LM head"),
         "normalize_first": only(False, why="keras-hub's BertBackbone has post-layer-norm blocks only"),
+        "next_sentence": IGNORED("the preset holds the backbone, not the pretraining heads"),
     },
     ("hf_gpt", "gpt"): {
         "vocab_size": CARRIED, "num_layers": CARRIED, "hidden_size": CARRIED, "num_heads": CARRIED,

@@ -73,6 +73,9 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(self.checkpoint, save_dir, config.keep_checkpoints,
                                                   step_counter=self.step)
         self._train_fn = self._eval_fn = None
+        # CPU-seconds (every thread) this process spent in training steps, tracing and compiling included;
+        # evaluations, checkpoints and start-up left out: what a step budget costs, comparable across trainers.
+        self.train_cpu_seconds = 0.0
         self._stop_signal = None
         self.stopped_by_signal = None  # the signal that ended the last `train`, if one did
 
@@ -215,7 +218,9 @@ class Trainer:
         try:
             while step < cfg.train_steps and self._stop_signal is None:
                 n = _steps_to_boundary(step, cfg)
+                started = time.process_time()
                 stats = _add_numpy({}, self._train_fn(iterator, tf.constant(n)))
+                self.train_cpu_seconds += time.process_time() - started
                 step = int(self.step.numpy())
                 self._check_finite_loss(stats, step - n + 1, step)
                 interval = _add_numpy(interval, stats)
@@ -287,8 +292,10 @@ class Trainer:
                 tf.summary.scalar(k, v)
         writers["train"].flush()
         # The training process's CPU seconds so far (all threads, start-up and tracing included): what a step
-        # budget costs on this machine (`benchmarks.model_quality --senses` reads it per checkpoint).
-        self._append_history({"step": step, "split": "train", **metrics, "cpu_seconds": round(time.process_time(), 1)})
+        # budget costs on this machine (`benchmarks.model_quality --senses` reads it per checkpoint); and the
+        # part spent in training steps (`train_cpu_seconds`, `benchmarks.time_to_quality`).
+        self._append_history({"step": step, "split": "train", **metrics, "cpu_seconds": round(time.process_time(), 1),
+                              "train_cpu_seconds": round(self.train_cpu_seconds, 1)})
         return metrics
 
     def _log_eval(self, writers, step, metrics):

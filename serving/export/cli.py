@@ -16,12 +16,16 @@ checkpoints model_dir keeps: `keep_checkpoints`), and writes
     serving/ mounted at /models.
   - `<export_dir>/export.json`: which family the folder holds (`{"family": "bert", "hub": [...], "models": [...]}`).
 One export folder holds one family: exporting a model of another family into it is refused (naming the family
-there, from export.json or, for older exports, from hub/'s modules). Flags are checked before the model loads
-(folders exist and are writable, names are plain, versions >= 1).
+there, from export.json or, for older exports, from hub/'s modules). An `--export_dir` that holds another kind
+of output (a training model_dir, a converted checkpoint, a data job's run) is refused naming it, and so is a
+`--model_dir` that is no model_dir (a HuggingFace folder, an export, a config.json naming no model family),
+with or without `--overwrite` (`commands/overwrite.py`). Flags are checked before the model loads (folders
+exist and are writable, names are plain, versions >= 1).
 Every SavedModel is written to a temporary folder, checked (only ops that stock TF Serving links; the
 serving model's warm-up requests replayed), then renamed into place, so a failed export leaves nothing
 that looks finished. Exit status 2 for bad input (no checkpoint, vocabulary mismatch, existing version, an
-existing hub/ without --overwrite, another family's folder, a bad flag), 3 for a model that cannot be served (unsupported ops, a failing warm-up request).
+existing hub/ without --overwrite, another family's folder, another kind of output, a bad flag), 3 for a model
+that cannot be served (unsupported ops, a failing warm-up request).
 """
 
 import argparse
@@ -30,6 +34,9 @@ import os
 import re
 import shutil
 import sys
+
+from commands.overwrite import EXPORT, refuse_other, require_model_dir
+from commands.user_errors import UserError
 
 SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
                 "They had a picnic on the grassy bank of the river.",
@@ -99,7 +106,7 @@ def existing_family(export_dir: str) -> str | None:
 
 
 def check_flags(model_dir: str, export_dir: str, kind: str, version: int | None, warmup_text: str | None,
-                model_name: str, overwrite: bool) -> None:
+                model_name: str, overwrite_flag: bool) -> None:
     """Everything that can be refused before the model loads (ExportError, exit status 2)."""
     import tensorflow as tf  # model_dir may be remote (gs://); export_dir is local (renames)
     if not tf.io.gfile.isdir(model_dir):
@@ -113,12 +120,16 @@ def check_flags(model_dir: str, export_dir: str, kind: str, version: int | None,
     if not MODEL_NAME.fullmatch(model_name):
         raise ExportError(f"--model_name {model_name!r} must be a plain folder name: letters, digits, '.', '_', '-', "
                           f"starting with a letter or digit, at most 128 characters")
+    try:
+        refuse_other(export_dir, EXPORT, overwrite_flag, "--export_dir")
+    except UserError as e:
+        raise ExportError(str(e)) from None
     there = existing_family(export_dir)
     if there is not None and there != kind:
         raise ExportError(f"{export_dir} holds a {there} export; a {kind} export there would mix the two: use "
                           f"another --export_dir")
     hub = os.path.join(export_dir, "hub")
-    if os.path.exists(hub) and not overwrite:
+    if os.path.exists(hub) and not overwrite_flag:
         raise ExportError(f"{hub} holds the TF-Hub modules of an earlier {there or 'unknown'} export: pass "
                           f"--overwrite to replace them, or use another --export_dir")
 
@@ -207,19 +218,12 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
            model_name: str | None = None, log=print, overwrite: bool = False, checkpoint: str | None = None) -> dict:
     """Writes the export; returns `{"hub": {name: path}, "serving": path, "model_config": path, "version": N}`."""
     from models import families
-    from models.training import rerun
     from preprocessing.wordpiece import WordPieceTokenizer
     from serving.export import model_card
-    from serving.export import op_check
     from serving.export import saved_models
-    from serving.server import warmup
-    from serving.server.model_config import write_model_config_list
 
     import tensorflow as tf
-    try:
-        kind = families.read_config(model_dir)["model"] if tf.io.gfile.isdir(model_dir) else None
-    except (FileNotFoundError, ValueError, KeyError) as e:
-        raise ExportError(str(e).splitlines()[0] if str(e) else f"{model_dir}: unreadable config.json") from e
+    kind = model_family(model_dir)
     model_name = model_name or kind or "model"
     check_flags(model_dir, export_dir, kind, version, warmup_text, model_name, overwrite)
     try:
@@ -233,21 +237,8 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
     vocab_path, vocab = _vocab(model_dir, saved)
     tokenizer = WordPieceTokenizer(vocab, lower_case=bool(saved["data"].get("lower_case", True)))
     texts = warmup_texts(warmup_text)
-    metrics_path = os.path.join(model_dir, "metrics.json")
-    metrics = {}
-    if latest and os.path.exists(metrics_path):  # the final metrics describe the latest checkpoint only
-        with open(metrics_path) as f:
-            metrics = json.load(f)
-    facts = {"name": model_name, "preset": saved["preset"], "export_dir": os.path.abspath(export_dir),
-             "train_data": saved["data"].get("train_data"), "train_steps": (saved["train_config"].train_steps if latest else rerun.trained_steps(restored)),
-             "vocab_size": len(vocab), "max_seq_length": saved["data"]["max_seq_length"],
-             "lower_case": tokenizer.lower_case, "metrics": metrics}
-
-    def check_ops(path):
-        try:
-            op_check.check_serving_ops(path)
-        except op_check.UnsupportedOpsError as e:
-            raise ExportError(str(e), code=3) from e
+    facts = {**card_facts(model_dir, saved, None if latest else restored), "name": model_name,
+             "export_dir": os.path.abspath(export_dir), "vocab_size": len(vocab), "lower_case": tokenizer.lower_case}
 
     result = {"hub": {}, "version": version}
     staging = os.path.join(os.path.abspath(export_dir), f".staging-{os.getpid()}")
@@ -263,16 +254,9 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
                 result["hub"][spec.name] = path
             else:
                 path = os.path.join(serving_root, model_name, str(version))
-                records = warmup.warmup_records(model_name, make_requests(texts), spec.signatures)
-
-                def verify(tmp):
-                    check_ops(tmp)
-                    replay_warmup(tmp, model_name, version)
-
                 staged = os.path.join(staging, "serving")
-                saved_models.stage(spec, staged, {warmup.WARMUP_FILE: warmup.tfrecord_bytes(records)}, verify=verify)
+                result["warmup_requests"] = stage_serving(spec, staged, model_name, version, make_requests(texts))
                 result["serving"] = path
-                result["warmup_requests"] = len(records)
             placed.append((staged, path))
         for staged, path in placed:  # everything written and checked: move it into place
             saved_models.publish(staged, path)
@@ -282,16 +266,80 @@ def export(model_dir: str, export_dir: str, version: int | None = None, warmup_t
         log(f"hub module {name}: {path}")
     log(f"TF Serving model {model_name} version {version}: {result['serving']} "
         f"({result['warmup_requests']} warm-up requests)")
+    result["model_config"], names = write_model_configs(serving_root)
+    log(f"model_config_list: {result['model_config']} ({', '.join(names)})")
+    write_manifest(os.path.abspath(export_dir), kind, result["hub"], names)
+    return result
+
+
+def check_ops(path: str) -> None:
+    """Only ops that stock TF Serving links (ExportError, exit status 3)."""
+    from serving.export import op_check
+
+    try:
+        op_check.check_serving_ops(path)
+    except op_check.UnsupportedOpsError as e:
+        raise ExportError(str(e), code=3) from e
+
+
+def stage_serving(spec, staged: str, model_name: str, version: int, requests) -> int:
+    """Stages the TF Serving model with its warm-up records, checked by replaying them; returns their count."""
+    from serving.export import saved_models
+    from serving.server import warmup
+
+    records = warmup.warmup_records(model_name, requests, spec.signatures)
+
+    def verify(tmp):
+        check_ops(tmp)
+        replay_warmup(tmp, model_name, version)
+
+    saved_models.stage(spec, staged, {warmup.WARMUP_FILE: warmup.tfrecord_bytes(records)}, verify=verify)
+    return len(records)
+
+
+def model_family(model_dir: str) -> str | None:
+    """The family `model_dir/config.json` names (None when model_dir is no folder: `check_flags` says so);
+    ExportError for a folder that is no model_dir, naming what it holds."""
+    import tensorflow as tf
+
+    from models import families
+
+    if not tf.io.gfile.isdir(model_dir):
+        return None
+    try:
+        require_model_dir(model_dir)
+        return families.read_config(model_dir)["model"]
+    except (FileNotFoundError, ValueError, KeyError) as e:  # UserError is a ValueError
+        raise ExportError(str(e).splitlines()[0] if str(e) else f"{model_dir}: unreadable config.json") from e
+
+
+def card_facts(model_dir: str, saved: dict, earlier: str | None) -> dict:
+    """What the model cards say of the training: data, steps, sequence length, the final metrics (of the latest
+    checkpoint only: none for an `earlier` one, whose steps its name gives)."""
+    from models.training import rerun
+
+    metrics_path = os.path.join(model_dir, "metrics.json")
+    metrics = {}
+    if earlier is None and os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            metrics = json.load(f)
+    steps = saved["train_config"].train_steps if earlier is None else rerun.trained_steps(earlier)
+    return {"preset": saved["preset"], "train_data": saved["data"].get("train_data"), "train_steps": steps,
+            "max_seq_length": saved["data"]["max_seq_length"], "metrics": metrics}
+
+
+def write_model_configs(serving_root: str) -> tuple[str, list[str]]:
+    """TF Serving's model_config_list for every model under serving/ (and the container's copy); returns its
+    path and the model names."""
+    from serving.server.model_config import write_model_config_list
+
     names = sorted(d for d in os.listdir(serving_root) if os.path.isdir(os.path.join(serving_root, d))
                    and not d.startswith("."))
     config_path = os.path.join(serving_root, MODEL_CONFIG_FILE)
     write_model_config_list(config_path, [(name, os.path.join(serving_root, name)) for name in names])
     write_model_config_list(os.path.join(serving_root, CONTAINER_CONFIG_FILE),
                             [(name, f"{CONTAINER_ROOT}/{name}") for name in names])
-    result["model_config"] = config_path
-    log(f"model_config_list: {config_path} ({', '.join(names)})")
-    write_manifest(os.path.abspath(export_dir), kind, result["hub"], names)
-    return result
+    return config_path, names
 
 
 def main(argv=None) -> int:

@@ -1,37 +1,29 @@
 """The REST server's sockets: one event loop (`Reactor`) that accepts, caps, reads and times out every
 connection, and hands a connection to a worker only with one whole request in hand.
 
-Per connection it buffers bytes until the request's headers end, reads Content-Length or the chunked framing
-from them, and buffers the body too; then `submit(connection, request_bytes, eof)` gives it to a worker,
-and the loop stops watching that socket until the worker calls `resume` (keep-alive) or `close`. Anything it
-cannot frame (a bad Content-Length, an unknown Transfer-Encoding, a bad chunk line, oversized headers, a
-client that closed mid request) is submitted as it is, so the worker's HTTP parser gives its JSON 400. What
-the loop answers itself, then closes: 503 over the connection caps or the in-flight byte budget, 413 for a
-declared body over the limit (instead of `100 Continue`), 408 for headers not complete within the header
-timeout, 400 for a body that paused longer than the read timeout. See `transport.py` for the limits.
+Each connection's bytes go to its `http_protocol.HttpProtocol` (h11), the one reader of its requests; the
+loop acts on what it reads: a head admitted (its body's bytes reserved from the budget, `100 Continue` when
+the client waits for it), a whole request (given to a worker with `submit(connection, request)`; the loop
+stops watching that socket until the worker calls `resume` (keep-alive) or `close`), or a refusal (answered
+with its JSON error, then closed). What the loop answers itself, then closes: every request h11 cannot read
+or `HttpProtocol` refuses (400, 413, 431), 503 over the connection caps or the in-flight byte budget, 408
+for headers not complete within the header timeout, 400 for a body that paused longer than the read
+timeout. See `transport.py` for the limits.
 """
 
 import collections
-import json
 import logging
 import selectors
 import socket
 import threading
 import time
 
+from serving.server.http_protocol import CLOSED, NEED_DATA, Complete, Head, HttpProtocol, Refused, closing_answer
+
 log = logging.getLogger(__name__)
-MAX_HEADER_BYTES = 65536 + 100 * 8192  # past this without an end of headers, http.server's parser refuses it
 RECV_BYTES = 1 << 18
 TICK_S = 0.05
 LINGER_S = 2.0  # after an early answer, how long the rest of a request is read and dropped before closing
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 503: "Service Unavailable"}
-
-
-def answer(status: int, message: str) -> bytes:
-    """A whole closing JSON response."""
-    body = json.dumps({"error": message}, separators=(",", ":")).encode("utf-8")
-    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
-            % (status, _REASONS[status].encode(), len(body), body))
 
 
 def send_now(sock: socket.socket, data: bytes) -> None:
@@ -45,10 +37,6 @@ def send_now(sock: socket.socket, data: bytes) -> None:
         pass
     finally:
         sock.settimeout(timeout)
-
-
-def too_large(size: str, limit: int) -> str:
-    return f"Request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)"
 
 
 class Budget:
@@ -70,66 +58,16 @@ class Budget:
 
 
 class Connection:
-    """One client socket and what the loop knows of its current request."""
+    """One client socket, its HTTP state and the loop's clocks for its current request."""
 
-    def __init__(self, sock: socket.socket, address, now: float):
-        self.sock, self.address, self.buffer = sock, address, bytearray()
+    def __init__(self, sock: socket.socket, address, now: float, max_request_bytes: int):
+        self.sock, self.address = sock, address
+        self.http = HttpProtocol(max_request_bytes)
         self.started: float | None = now  # first byte of the current request (a new connection: its accept)
         self.last = now  # last bytes received
-        self.body_start = self.body_end = None  # offsets in `buffer` once the headers are read
-        self.chunked, self.reserved = False, 0
+        self.has_bytes = False  # bytes of the current request have arrived
+        self.reserved = 0
         self.draining: float | None = None  # answered early: read and drop until then, then close
-
-    def reset(self) -> None:
-        self.body_start = self.body_end = None
-        self.chunked = False
-
-
-def _headers(head: bytes) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = collections.defaultdict(list)
-    for line in head.split(b"\n")[1:]:
-        name, sep, value = line.partition(b":")
-        if sep:
-            found[name.strip().lower().decode("latin-1")].append(value.strip().decode("latin-1"))
-    return found
-
-
-def scan_chunked(buffer: bytearray, start: int, limit: int):
-    """-> ("incomplete", None) | ("bad", None) | ("too_large", total) | ("done", end offset): where a chunked
-    body starting at `start` ends (after its trailers), without copying it."""
-    position, total = start, 0
-    while True:
-        line_end = buffer.find(b"\n", position, position + 1024)
-        if line_end < 0:
-            return ("bad", None) if len(buffer) - position >= 1024 else ("incomplete", None)
-        size_text = bytes(buffer[position:line_end]).split(b";")[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            return "bad", None
-        if size < 0 or not size_text.isalnum():
-            return "bad", None
-        total += size
-        if total > limit:
-            return "too_large", total
-        position = line_end + 1
-        if size == 0:
-            while True:  # trailers, up to an empty line
-                line_end = buffer.find(b"\n", position)
-                if line_end < 0:
-                    return "incomplete", None
-                if buffer[position:line_end].strip() == b"":
-                    return "done", line_end + 1
-                position = line_end + 1
-        if len(buffer) < position + size + 2:
-            return "incomplete", None
-        position += size
-        if buffer[position:position + 2] == b"\r\n":
-            position += 2
-        elif buffer[position:position + 1] == b"\n":
-            position += 1
-        else:
-            return "bad", None
 
 
 class Reactor:
@@ -139,7 +77,7 @@ class Reactor:
       listener: a bound, listening socket.
       limits: `transport.TransportLimits`.
       budget: the in-flight body bytes (`Budget`).
-      submit: `submit(connection, request_bytes, eof) -> bool` (False: no worker place; answered 503).
+      submit: `submit(connection, request) -> bool` (False: no worker place; answered 503).
     """
 
     def __init__(self, listener: socket.socket, limits, budget: Budget, submit):
@@ -216,7 +154,6 @@ class Reactor:
             pass
 
     def _accept(self) -> None:
-        limits = self.limits
         while True:
             try:
                 sock, address = self.listener.accept()
@@ -225,27 +162,31 @@ class Reactor:
             except OSError:
                 log.debug("accept failed", exc_info=True)
                 return
-            client = address[0]
-            with self._lock:
-                total, mine = sum(self._open.values()), self._open[client]
-                refused = total >= limits.max_connections or mine >= limits.max_connections_per_client
-                if not refused:
-                    self._open[client] += 1
+            refused = self._count_in(address[0])
             if refused:
-                which = (f"{limits.max_connections} connections in all (--rest_api_max_connections)"
-                         if total >= limits.max_connections else f"{limits.max_connections_per_client} connections "
-                         f"from {client} (--rest_api_max_connections_per_client)")
-                self._refuse(sock, 503, f"Server busy: this server takes at most {which}; try again")
+                self._refuse(sock, 503, f"Server busy: this server takes at most {refused}; try again")
                 continue
-            sock.settimeout(limits.read_timeout_s)  # bounds a worker's writes; reads happen only when readable
+            sock.settimeout(self.limits.read_timeout_s)  # bounds a worker's writes; reads happen only when readable
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(sock, address, time.monotonic())
-            self._watch(connection)
+            self._watch(Connection(sock, address, time.monotonic(), self.limits.max_request_bytes))
+
+    def _count_in(self, client: str) -> str:
+        """Counts a new connection from `client` -> "" when the caps allow it, else the cap it meets."""
+        limits = self.limits
+        with self._lock:
+            total, mine = sum(self._open.values()), self._open[client]
+            if total >= limits.max_connections:
+                return f"{limits.max_connections} connections in all (--rest_api_max_connections)"
+            if mine >= limits.max_connections_per_client:
+                return (f"{limits.max_connections_per_client} connections from {client} "
+                        f"(--rest_api_max_connections_per_client)")
+            self._open[client] += 1
+            return ""
 
     @staticmethod
     def _refuse(sock: socket.socket, status: int, message: str) -> None:
         try:
-            send_now(sock, answer(status, message))
+            send_now(sock, closing_answer(status, message))
         except OSError:
             pass
         sock.close()
@@ -282,7 +223,7 @@ class Reactor:
             self._unwatch(connection)
             return self._forget(connection)
         try:
-            send_now(connection.sock, answer(status, message))
+            send_now(connection.sock, closing_answer(status, message))
             connection.sock.shutdown(socket.SHUT_WR)
         except OSError:
             self._unwatch(connection)
@@ -290,16 +231,16 @@ class Reactor:
         if connection.reserved:
             self.budget.release(connection.reserved)
             connection.reserved = 0
-        connection.buffer.clear()
         connection.draining = time.monotonic() + LINGER_S
 
     def _take_returned(self) -> None:
         now = time.monotonic()
         while self._returned:
             connection = self._returned.popleft()
-            connection.last, connection.started = now, (now if connection.buffer else None)
+            connection.has_bytes = connection.http.pending  # a pipelined request is already here
+            connection.last, connection.started = now, (now if connection.has_bytes else None)
             self._watch(connection)
-            if connection.buffer:  # a pipelined request is already here
+            if connection.has_bytes:
                 self._advance(connection)
 
     def _read(self, connection: Connection) -> None:
@@ -309,84 +250,45 @@ class Reactor:
             return
         except OSError:
             return self._close(connection)
-        now = time.monotonic()
         if connection.draining is not None:
             if not data:
                 self._close(connection)
             return
-        if not data:  # the client closed its side
-            if not connection.buffer:
-                return self._close(connection)
-            return self._dispatch(connection, bytes(connection.buffer), eof=True)
-        if connection.started is None:
-            connection.started = now
-        connection.buffer += data
-        connection.last = now
+        if data:
+            now = time.monotonic()
+            if connection.started is None:
+                connection.started = now
+            connection.last, connection.has_bytes = now, True
+        connection.http.receive(data)  # b"": the client closed its side
         self._advance(connection)
 
     def _advance(self, connection: Connection) -> None:
-        """Reads the framing of the buffered request; dispatches it once complete."""
-        buffer, limits = connection.buffer, self.limits
-        if connection.body_start is None and not self._read_headers(connection):
-            return
-        if connection.chunked:
-            state, value = scan_chunked(buffer, connection.body_start, limits.max_request_bytes)
-            if state == "incomplete":
+        """Acts on what the connection's protocol has read, until it needs more bytes."""
+        while True:
+            outcome = connection.http.next()
+            if outcome is NEED_DATA:
                 return
-            if state == "too_large":
-                return self._close(connection, 413, too_large(f"more than {value - 1}", limits.max_request_bytes))
-            if state == "bad":
-                return self._dispatch(connection, bytes(buffer))
-            if not self._reserve(connection, value - connection.body_start):
-                return
-            connection.body_end = value
-        if len(buffer) >= connection.body_end:
-            if len(buffer) == connection.body_end:  # the usual case: one copy, no slice
-                request = bytes(buffer)
-                buffer.clear()
-            else:
-                with memoryview(buffer) as view:
-                    request = bytes(view[:connection.body_end])
-                del buffer[:connection.body_end]
-            self._dispatch(connection, request)
+            if outcome is CLOSED:
+                return self._close(connection)
+            if isinstance(outcome, Refused):
+                return self._close(connection, outcome.status, outcome.message)
+            if isinstance(outcome, Head):
+                if not self._admit(connection, outcome):
+                    return
+            elif isinstance(outcome, Complete):  # a chunked body is reserved now that its size is known
+                if not self._reserve(connection, len(outcome.request.body) - connection.reserved):
+                    return
+                return self._dispatch(connection, outcome.request)
 
-    def _read_headers(self, connection: Connection) -> bool:
-        """True once the headers are in and the body's framing is known."""
-        buffer, limits = connection.buffer, self.limits
-        end = buffer.find(b"\r\n\r\n")
-        end = end + 4 if end >= 0 else -1
-        if end < 0:
-            bare = buffer.find(b"\n\n")
-            end = bare + 2 if bare >= 0 else -1
-        if end < 0:
-            if len(buffer) > MAX_HEADER_BYTES:
-                self._dispatch(connection, bytes(buffer))  # the parser answers 431 / 414
+    def _admit(self, connection: Connection, head: Head) -> bool:
+        """A head was read: reserves its declared body (a chunked one once whole) and welcomes the body."""
+        if head.length and not self._reserve(connection, head.length):
             return False
-        head = bytes(buffer[:end])
-        headers = _headers(head)
-        encoding = ",".join(headers.get("transfer-encoding", [])).strip().lower()
-        lengths = {v for v in headers.get("content-length", [])}
-        connection.body_start = end
-        if encoding not in ("", "identity") and lengths:  # RFC 9112 6.1: framed either way, a smuggling risk
-            self._dispatch(connection, head)  # the parser answers its 400 and the connection is closed
-            return False
-        if encoding == "chunked":
-            connection.chunked = True
-            self._continue(connection, head, headers)
-            return True
-        if encoding not in ("", "identity") or len(lengths) > 1 or \
-                (lengths and not (next(iter(lengths)).isdigit() and next(iter(lengths)).isascii())):
-            self._dispatch(connection, head)  # the parser answers its 400
-            return False
-        length = int(lengths.pop()) if lengths else 0
-        if length > limits.max_request_bytes:
-            self._close(connection, 413, too_large(str(length), limits.max_request_bytes))
-            return False
-        if not self._reserve(connection, length):
-            return False
-        if length:
-            self._continue(connection, head, headers)
-        connection.body_end = end + length
+        if connection.http.waiting_for_continue:
+            try:
+                send_now(connection.sock, connection.http.continue_bytes())
+            except OSError:
+                pass
         return True
 
     def _reserve(self, connection: Connection, size: int) -> bool:
@@ -397,22 +299,9 @@ class Reactor:
                                      f"or served (--rest_api_max_inflight_bytes); try again")
         return False
 
-    @staticmethod
-    def _continue(connection: Connection, head: bytes, headers) -> None:
-        """`Expect: 100-continue` (HTTP/1.1): the body is welcome (its size was checked)."""
-        if "100-continue" in [v.lower() for v in headers.get("expect", [])] and \
-                head.split(b"\n", 1)[0].rstrip().endswith(b"HTTP/1.1"):
-            try:
-                send_now(connection.sock, b"HTTP/1.1 100 Continue\r\n\r\n")
-            except OSError:
-                pass
-
-    def _dispatch(self, connection: Connection, request: bytes, eof: bool = False) -> None:
+    def _dispatch(self, connection: Connection, request) -> None:
         self._unwatch(connection)
-        connection.reset()
-        if eof:
-            connection.buffer.clear()
-        if not self.submit(connection, request, eof):
+        if not self.submit(connection, request):
             self._refuse(connection.sock, 503, "Server busy: every worker and queued place is taken; try again")
             self._forget(connection)
 
@@ -425,9 +314,9 @@ class Reactor:
             elif connection.started is None:  # idle keep-alive
                 if now - connection.last > limits.read_timeout_s:
                     self._close(connection)
-            elif connection.body_start is None:  # headers (or a new connection's first byte)
+            elif not connection.http.head_read:  # headers (or a new connection's first byte)
                 if now - connection.started > limits.header_timeout_s:
-                    if connection.buffer:
+                    if connection.has_bytes:
                         self._close(connection, 408, f"Request headers incomplete: they did not arrive within "
                                                      f"{limits.header_timeout_s:g} s "
                                                      f"(--rest_api_header_timeout_in_ms)")

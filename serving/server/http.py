@@ -29,9 +29,10 @@ gRPC: each input tensor's values must match its declared shape, and all of them 
 HTTP (`transport.py`, `connections.py`): one event loop owns the sockets and hands whole requests to
 `--rest_api_num_threads` workers, so idle or slow clients hold no worker; `--rest_api_header_timeout_in_ms`
 for headers, `--rest_api_timeout_in_ms` for a pause in a body or a keep-alive idle; connection caps in all
-and per client IP; `--rest_api_max_inflight_bytes` of bodies at once; gzip/deflate request bodies;
-malformed framing answered with a JSON 400. Every flag is checked before a model loads: one line on
-stderr naming the flag and its allowed range, exit status 2.
+and per client IP; `--rest_api_max_inflight_bytes` of bodies at once; gzip/deflate request bodies. h11
+reads and writes HTTP/1.1 (`http_protocol.py`), once per request: a head it cannot read, or malformed
+framing, is answered once with a JSON 400 and the connection closed. Every flag is checked before a model
+loads: one line on stderr naming the flag and its allowed range, exit status 2.
 
 Python API (tests, benchmarks):
     with ModelServer([ModelEntry("bert", "/abs/export/bert")], ServerOptions(rest_api_port=0)) as server:
@@ -51,6 +52,7 @@ import urllib.parse
 import tensorflow as tf
 from google.protobuf import json_format
 
+from commands.user_errors import UserError
 from serving.server import json_tensor
 from serving.server.generation import check_generation_inputs
 from serving.server.grpc_service import make_grpc_server, signature_def_map, status_response
@@ -321,20 +323,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def export_hint(base_path: str) -> None:
-    """Raises ValueError when `base_path` has no version folders but is an export dir of `serving.export`
-    (its versions are under `serving/<model>/`), naming what to give instead."""
-    names = os.listdir(base_path)
-    if any(n.isdigit() for n in names):
+def _model_folders(folder: str) -> list[str]:
+    """The folders in `folder` that hold version folders (models' base paths), sorted."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    found = [os.path.join(folder, n) for n in names]
+    return sorted(f for f in found if os.path.isdir(f) and any(v.isdigit() for v in os.listdir(f)))
+
+
+def base_path_hint(base_path: str) -> None:
+    """Raises UserError when `base_path` has no version folders but models' base paths are one or two levels
+    down: an export dir of `serving.export` (versions under `serving/<model>/`) or its `serving/` folder
+    (versions under `<model>/`). The message names the base path to give, and the model config file."""
+    if any(n.isdigit() for n in os.listdir(base_path)):
         return
-    serving = os.path.join(base_path, "serving")
-    folders = [os.path.join(serving, n) for n in (os.listdir(serving) if os.path.isdir(serving) else [])]
-    models = sorted(f for f in folders if os.path.isdir(f) and any(v.isdigit() for v in os.listdir(f)))
-    if models:
-        config = os.path.join(serving, "models.config")
-        raise ValueError(f"--model_base_path {base_path} is an export dir of serving.export, not a model's base "
-                         f"path (no version folders in it): give --model_base_path {models[0]}"
-                         + (f" or --model_config_file {config}" if os.path.isfile(config) else ""))
+    for folder, what in ((os.path.join(base_path, "serving"), "an export dir of serving.export"),
+                         (base_path, "a folder of models' base paths")):
+        models = _model_folders(folder)
+        if models:
+            config = os.path.join(folder, "models.config")
+            raise UserError(f"--model_base_path {base_path} is {what}, not a model's base path (no version "
+                            f"folders in it): give --model_base_path {models[0]}"
+                            + (f" or --model_config_file {config}" if os.path.isfile(config) else ""))
 
 
 def _models(args) -> list[ModelEntry]:
@@ -347,7 +356,7 @@ def _models(args) -> list[ModelEntry]:
     if not os.path.isdir(args.model_base_path):
         raise ValueError(f"--model_base_path {args.model_base_path}: "
                          f"{'is a file, not a folder' if os.path.exists(args.model_base_path) else 'no such folder'}")
-    export_hint(args.model_base_path)
+    base_path_hint(args.model_base_path)
     if not args.model_name.strip():
         raise ValueError("--model_name must not be empty")
     return [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]

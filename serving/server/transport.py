@@ -1,10 +1,10 @@
 """The REST server's HTTP/1.1 layer: an event loop that owns every socket, a fixed pool of workers that only
-ever see complete requests, and request framing that answers every malformed request with a JSON 400.
+ever see complete requests, and the limits both keep. h11 reads and writes HTTP (`http_protocol.py`).
 
-- One reactor thread (`_Reactor`, a `selectors` loop) accepts connections and reads them without blocking.
-  A connection goes to a worker only once a whole request has arrived (headers and a Content-Length or
-  chunked body), so a client that sends nothing, stops in its headers or stops in its body holds no worker:
-  idle and slow sockets cost a file descriptor and a buffer, never a thread.
+- One reactor thread (`connections.Reactor`, a `selectors` loop) accepts connections and reads them without
+  blocking. A connection goes to a worker only once a whole request has arrived (headers and a
+  Content-Length or chunked body), so a client that sends nothing, stops in its headers or stops in its
+  body holds no worker: idle and slow sockets cost a file descriptor and a buffer, never a thread.
 - Timeouts: a request's headers (from its first byte, or from the accept for a new connection) must arrive
   within `header_timeout_s`; a body may pause at most `read_timeout_s` between bytes; a keep-alive
   connection idle for `read_timeout_s` is closed. A stalled body is answered 400 ("Request body
@@ -15,30 +15,26 @@ ever see complete requests, and request framing that answers every malformed req
 - Memory: request bodies held or being served at once total at most `max_inflight_bytes` (a body's bytes
   are reserved when its headers arrive, released when its answer is sent); a request that would go over
   gets 503 at once. A body over `max_request_bytes` gets 413 from its headers, before it is read, and an
-  `Expect: 100-continue` request is answered 413 instead of `100 Continue`. A request with both
-  Transfer-Encoding and Content-Length gets 400 and its connection is closed (RFC 9112 section 6.1: the
-  bytes after it are never read as another request).
-- `Content-Encoding: gzip` (and `deflate`) request bodies are decompressed, to at most `max_request_bytes`
-  (413 beyond); any other Content-Encoding is refused with 400. Framing errors (a Content-Length that is
-  not one decimal number, two Content-Lengths, a bad chunk, a Transfer-Encoding other than chunked, a
-  body cut short, a garbled request line) get a JSON 400 and the connection is closed.
+  `Expect: 100-continue` request is answered 413 instead of `100 Continue`.
+- Framing: every request is read once, by h11; a head or chunk it cannot read, a request with both
+  Transfer-Encoding and Content-Length, a body cut short get a JSON 400 and the connection is closed
+  (`http_protocol.py`), so the bytes after such a request are never read as another one.
+- `Content-Encoding: gzip` (and `deflate`) request bodies are decompressed here, by the worker, to at most
+  `max_request_bytes` (413 beyond); any other Content-Encoding is refused with 400 and the connection
+  closed.
 
 `app(method, path, body) -> (status, JSON bytes)` is the application (`http.RestApi.handle`); it never raises.
 """
 
 import dataclasses
-import http.server
-import io
-import json
 import logging
 import queue
 import socket
-import socketserver
 import threading
-import urllib.parse
 import zlib
 
-from serving.server.connections import Budget, Connection, Reactor, too_large
+from serving.server.connections import Budget, Connection, Reactor
+from serving.server.http_protocol import Request, error_payload, too_large
 
 log = logging.getLogger(__name__)
 
@@ -65,157 +61,31 @@ class TransportLimits:
     max_inflight_bytes: int = 128 << 20
 
 
-class FramingError(Exception):
-    """A request whose bytes cannot be read as HTTP: answered with `status` and the connection closed."""
+class BodyError(Exception):
+    """A body that cannot be decoded: answered with `status` and the connection closed."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status, self.message = status, message
 
 
-def _json(message: str) -> bytes:
-    return json.dumps({"error": message}, separators=(",", ":")).encode("utf-8")
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; every response is JSON with a Content-Length."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "serving.server"
-    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-
-    def __init__(self, connection: Connection, request: bytes, eof: bool, server):
-        self._request, self._eof, self._reserved = request, eof, 0
-        super().__init__(connection.sock, connection.address, server)
-
-    def setup(self) -> None:
-        """The request was read whole by the reactor; answers go straight to the socket."""
-        self.connection = self.request
-        self.rfile = io.BytesIO(self._request)
-        self.wfile = socketserver._SocketWriter(self.connection)  # noqa: SLF001 (http.server's own writer)
-
-    def handle(self) -> None:
-        self.close_connection = True
-        try:
-            self.handle_one_request()
-        finally:
-            if self._reserved:
-                self.server.budget.release(self._reserved)
-        if self._eof:
-            self.close_connection = True
-
-    def finish(self) -> None:
-        self.rfile.close()
-
-    def handle_expect_100(self) -> bool:
-        return True  # the reactor answered it: 100 Continue, or 413 for a body over the limit
-
-    def _serve(self) -> None:
-        path = urllib.parse.urlsplit(self.path).path
-        try:
-            body = self._decode(self._read_body())
-        except FramingError as e:
-            self.close_connection = True
-            return self._reply(e.status, _json(e.message))
-        self._reply(*self.server.app(self.command, path, body))
-
-    def _decode(self, body: bytes) -> bytes:
-        """Content-Encoding gzip / deflate -> the body, at most --max_request_bytes once decompressed."""
-        encoding = self.headers.get("Content-Encoding", "").strip().lower()
-        if encoding in ("", "identity"):
-            return body
-        if encoding not in ("gzip", "x-gzip", "deflate"):
-            raise FramingError(400, f"Content-Encoding {encoding!r} is not supported (use gzip, deflate or none)")
-        limit = self.server.limits.max_request_bytes
-        decompressor = zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encoding else 32))
-        try:
-            plain = decompressor.decompress(body, limit + 1)
-        except zlib.error as e:
-            raise FramingError(400, f"Request body is not valid {encoding} data: {e}") from None
-        if len(plain) > limit:
-            raise FramingError(413, too_large(f"more than {limit} (decompressed)", limit))
-        if not decompressor.eof:
-            raise FramingError(400, f"Request body is not valid {encoding} data: it ends before the stream does")
-        if not self.server.budget.reserve(len(plain)):
-            raise FramingError(503, "Server busy: request bodies in flight exceed --rest_api_max_inflight_bytes; "
-                                    "try again")
-        self._reserved = len(plain)
-        return plain
-
-    def _reply(self, status: int, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-
-    def _read_body(self) -> bytes:
-        encoding = self.headers.get("Transfer-Encoding", "").strip().lower()
-        if encoding not in ("", "identity") and self.headers.get_all("Content-Length"):
-            raise FramingError(400, "Request has both Transfer-Encoding and Content-Length headers; send one "
-                                    "(RFC 9112 section 6.1)")
-        if encoding == "chunked":
-            return self._read_chunked()
-        if encoding not in ("", "identity"):
-            raise FramingError(400, f"Transfer-Encoding {encoding!r} is not supported (use chunked or "
-                                    f"Content-Length)")
-        lengths = {v.strip() for v in self.headers.get_all("Content-Length", [])}
-        if not lengths:
-            return b""
-        text = lengths.pop()
-        if lengths or not text.isdigit() or not text.isascii():
-            raise FramingError(400, f"Bad Content-Length header: {self.headers.get('Content-Length')!r} "
-                                    f"(one decimal number of bytes expected)")
-        length = int(text)
-        self._check_size(length, str(length))
-        body = self.rfile.read(length)
-        if len(body) < length:
-            raise FramingError(400, f"Request body truncated: got {len(body)} of the {length} bytes of its "
-                                    f"Content-Length")
-        return body
-
-    def _read_chunked(self) -> bytes:
-        chunks, total = [], 0
-        while True:
-            line = self.rfile.readline(1024)
-            size_text = line.split(b";")[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                size = -1
-            if not line.endswith(b"\n") or size < 0 or not size_text.isalnum():
-                raise FramingError(400, f"Bad chunk size line in a chunked body: {line[:40]!r}")
-            total += size
-            self._check_size(total, f"more than {total - 1}")
-            if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            chunk = self.rfile.read(size)
-            if len(chunk) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
-                raise FramingError(400, f"Request body truncated: a chunk of {size} bytes ended after "
-                                        f"{len(chunk)}")
-            chunks.append(chunk)
-
-    def _check_size(self, size: int, text: str) -> None:
-        limit = self.server.limits.max_request_bytes
-        if size > limit:
-            raise FramingError(413, too_large(text, limit))
-
-    def send_error(self, code, message=None, explain=None):
-        """http.server's protocol errors (bad request line, headers too long), as JSON."""
-        self.close_connection = True
-        self.command = getattr(self, "command", None) or "GET"
-        self.request_version = "HTTP/1.1"  # a garbled request line leaves "HTTP/0.9": no status line at all
-        self._reply(code, _json(f"{message or self.responses.get(code, ('Error',))[0]}"))
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _serve
-
-    def log_message(self, format, *args):  # noqa: A002  (BaseHTTPRequestHandler's signature)
-        log.debug("%s %s", self.address_string(), format % args)
+def decoded_body(request: Request, limit: int) -> bytes:
+    """The body without its Content-Encoding (gzip, deflate), at most `limit` bytes once decompressed."""
+    encoding = request.header("Content-Encoding").strip().lower()
+    if encoding in ("", "identity"):
+        return request.body
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise BodyError(400, f"Content-Encoding {encoding!r} is not supported (use gzip, deflate or none)")
+    decompressor = zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encoding else 32))
+    try:
+        plain = decompressor.decompress(request.body, limit + 1)
+    except zlib.error as e:
+        raise BodyError(400, f"Request body is not valid {encoding} data: {e}") from None
+    if len(plain) > limit:
+        raise BodyError(413, too_large(f"more than {limit} (decompressed)", limit))
+    if not decompressor.eof:
+        raise BodyError(400, f"Request body is not valid {encoding} data: it ends before the stream does")
+    return plain
 
 
 class RestHttpServer:
@@ -239,9 +109,9 @@ class RestHttpServer:
         for worker in self._workers:
             worker.start()
 
-    def _submit(self, connection: Connection, request: bytes, eof: bool) -> bool:
+    def _submit(self, connection: Connection, request: Request) -> bool:
         try:
-            self._requests.put_nowait((connection, request, eof))
+            self._requests.put_nowait((connection, request))
             return True
         except queue.Full:
             return False
@@ -251,10 +121,10 @@ class RestHttpServer:
             item = self._requests.get()
             if item is None:
                 return
-            connection, request, eof = item
+            connection, request = item
             keep = False
             try:
-                keep = not _Handler(connection, request, eof, self).close_connection
+                keep = self._answer(connection, request)
             except Exception:  # a client that vanished mid-answer; the next request is served as usual
                 log.debug("connection from %s ended with an error", connection.address, exc_info=True)
             if connection.reserved:
@@ -264,6 +134,26 @@ class RestHttpServer:
                 self.reactor.resume(connection)
             else:
                 self.reactor.close(connection)
+
+    def _answer(self, connection: Connection, request: Request) -> bool:
+        """Answers one request on the worker's thread -> whether the connection stays open."""
+        plain, close = 0, False
+        try:
+            body = decoded_body(request, self.limits.max_request_bytes)
+            if body is not request.body:  # the decompressed copy counts against the budget too
+                if not self.budget.reserve(len(body)):
+                    raise BodyError(503, "Server busy: request bodies in flight exceed "
+                                         "--rest_api_max_inflight_bytes; try again")
+                plain = len(body)
+            status, payload = self.app(request.method, request.path, body)
+        except BodyError as e:
+            status, payload, close = e.status, error_payload(e.message), True
+        try:
+            log.debug("%s %s %s -> %d", connection.address[0], request.method, request.target[:200], status)
+            connection.sock.sendall(connection.http.response(status, payload, close))
+        finally:
+            self.budget.release(plain)
+        return not close and connection.http.start_next()
 
     def serve_forever(self) -> None:
         self.reactor.run()

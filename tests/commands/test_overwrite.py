@@ -1,6 +1,7 @@
-"""The one `--overwrite` contract (`commands.overwrite`, issue 38): everything is validated first; only
+"""The one `--overwrite` contract (`commands.overwrite`, issues 38 and 46): everything is validated first; only
 the earlier run's own outputs, as its record lists them, are removed; a folder holding another kind of output
-is refused naming it; an output folder a rerun would read as input is refused. Here on the pure plan, and on
+(the converters' formats too) is refused naming it; an output folder a rerun would read as input is refused;
+a folder that is no model_dir is named by what it holds. Here on the pure plan, and on
 the two commands that lost data: `downstream.finetune --overwrite` (deleted before its checks) and
 `downstream.finetune --output_dir EXPORT` (read as an earlier fine-tuning, then destroyed)."""
 
@@ -52,6 +53,11 @@ def test_a_record_cannot_name_files_outside_its_folder(tmp_path):
     assert victim.exists() and os.listdir(out) == []
 
 
+HF_BERT = {"config.json": json.dumps({"model_type": "bert"}), "model.safetensors": "", "vocab.txt": "[PAD]\n"}
+KERAS_PRESET = {"config.json": json.dumps({"module": "keras_hub.src.models.bert.bert_backbone",
+                                           "class_name": "BertBackbone"}), "model.weights.h5": "", "assets": None}
+
+
 @pytest.mark.parametrize("kind, names, said", [
     (overwrite.FINETUNE, {"export.json": "{}", "hub": None, "serving": None}, "an export of serving.export"),
     (overwrite.EMBED, {"config.json": "{}", "checkpoint": "", "ckpt-2.index": ""},
@@ -62,6 +68,19 @@ def test_a_record_cannot_name_files_outside_its_folder(tmp_path):
      "a run of downstream.embed"),
     (overwrite.PRETRAINING_DATA, CLEAN_RUN, "a run of pipeline.clean"),
     (overwrite.CLEAN, {"finetune_config.json": "{}", "model": None}, "a run of downstream.finetune"),
+    # the converters' formats (issue 46), told apart by their config files
+    (overwrite.FINETUNE, HF_BERT, "a HuggingFace BERT checkpoint in the hf_bert format"),
+    (overwrite.HF_BERT, {"config.json": "{}", "checkpoint": "", "ckpt-0.index": ""},
+     "a training model_dir of models.training.train"),
+    (overwrite.HF_GPT, HF_BERT, "a HuggingFace BERT checkpoint in the hf_bert format"),
+    (overwrite.HF_BERT, {"config.json": json.dumps({"model_type": "openai-gpt"}), "model.safetensors": ""},
+     "a HuggingFace openai-gpt checkpoint in the hf_gpt format"),
+    (overwrite.KERAS_HUB, {"bert_config.json": json.dumps({"num_hidden_layers": 2}), "bert_model.ckpt.index": ""},
+     "a google-research BERT checkpoint in the bert_tf1 format"),
+    (overwrite.HF_BERT, KERAS_PRESET, "a keras-hub preset in the keras_hub format"),
+    (overwrite.BERT_TF1, {"options.json": json.dumps({"lstm": {}, "char_cnn": {}}), "weights.hdf5": ""},
+     "a bilm-tf checkpoint in the bilm_hdf5 format"),
+    (overwrite.BILM_HDF5, {"export.json": "{}", "hub": None}, "an export of serving.export"),
 ])
 @pytest.mark.parametrize("given", [False, True])
 def test_another_kind_of_output_is_refused_naming_it_even_with_overwrite(tmp_path, kind, names, said, given):
@@ -69,6 +88,26 @@ def test_another_kind_of_output_is_refused_naming_it_even_with_overwrite(tmp_pat
     with pytest.raises(UserError, match=f"holds {said}"):
         overwrite.plan(str(out), kind, given)
     assert sorted(os.listdir(out)) == sorted(names)
+
+
+def test_a_folder_that_is_no_model_dir_is_named_by_what_it_holds(tmp_path):
+    """What `serving.export` and `models.convert --to` say of a `--model_dir` whose config.json is not a
+    model_dir's (it was `error: 'model'`), issue 46."""
+    ours = _tree(tmp_path / "ours", {"config.json": json.dumps({"model": "bert", "model_config": {}}),
+                                     "checkpoint": ""})
+    overwrite.require_model_dir(str(ours))
+    overwrite.require_model_dir(str(_tree(tmp_path / "empty", {})))  # left to the reader: no config.json
+    replaced = _tree(tmp_path / "replaced", {**HF_BERT, "checkpoint": "", "ckpt-0.index": ""})
+    with pytest.raises(UserError, match=r"--model_dir \S+replaced holds a HuggingFace BERT checkpoint in the hf_bert "
+                                        r"format \(config.json, model.safetensors, vocab.txt\), not a model_dir of "
+                                        r"models.training.train or models.convert --from"):
+        overwrite.require_model_dir(str(replaced))
+    export = _tree(tmp_path / "export", {"export.json": "{}", "hub": None})
+    with pytest.raises(UserError, match=r"holds an export of serving.export \(export.json, hub/\), not a model_dir"):
+        overwrite.require_model_dir(str(export))
+    other = _tree(tmp_path / "other", {"config.json": json.dumps({"model_type": "roberta"})})
+    with pytest.raises(UserError, match="has a config.json that names no model family, not a model_dir"):
+        overwrite.require_model_dir(str(other))
 
 
 def test_an_output_folder_a_rerun_would_read_is_refused(tmp_path):

@@ -41,9 +41,15 @@ VERB = [
 ]
 
 
+GLOSSES = {"08437235-n": "a financial institution that accepts deposits",
+           "09236472-n": "sloping land (especially the slope beside a body of water)",
+           "02693434-v": "enclose with a bank", "00151149-r": "emphasizes something to be considered",
+           "00151305-r": "in spite of expectations"}
+
+
 def record(lemma, pos, synset, lexname, sentence, start, end):
     return {"lemma": lemma, "pos": pos, "synset": synset, "lexname": lexname, "sentence": sentence,
-            "start": start, "end": end}
+            "start": start, "end": end, "gloss": GLOSSES[synset]}
 
 
 def test_parse_data_line_reads_words_markers_and_examples():
@@ -52,7 +58,8 @@ def test_parse_data_line_reads_words_markers_and_examples():
     assert wordnet.parse_data_line(NOUN[3]) == {
         "offset": "08437235", "lexname": "noun.group", "pos": "n",
         "words": ["depository_financial_institution", "bank", "banking_concern"],
-        "examples": ["he cashed a check at the bank", "that bank holds the mortgage on my home"]}
+        "examples": ["he cashed a check at the bank", "that bank holds the mortgage on my home"],
+        "definition": "a financial institution that accepts deposits"}
     satellite = wordnet.parse_data_line(ADJ[0])
     assert (satellite["pos"], satellite["words"], satellite["lexname"]) == ("a", ["abounding", "galore"], "adj.all")
     assert wordnet.parse_data_line(ADJ[1])["words"] == ["handy", "ready_to_hand"]

@@ -2,12 +2,15 @@
 `python -m downstream.features`' for the same lines and layer choices; bad lines are counted (Beam counters
 and metadata.json), truncated by default (one record per line with text) and dropped only when they cannot be
 embedded (or with `--bad_lines skip`); one model per worker process on the default runner and on
-Dask workers with several threads; a failed run leaves nothing that looks complete."""
+Dask workers with several threads; a failed run leaves nothing that looks complete; the command prints its own
+lines only."""
 
 import collections
 import glob
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from downstream import embed, features
 from pipeline import corpus_io
 from downstream.embed_model import EmbeddingHandler, parse_example
+from tests.conftest import ROOT
 from tests.fixtures.dask_cluster import dask_cluster
 
 TEXTS = ["the river bank flooded", "a play", "Café, café! The bank's bank", "she went to the bank",
@@ -150,6 +154,19 @@ def test_the_job_prints_progress_lines(exports, clean, tmp_path, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("embed: read ")]
     assert lines and all(" lines | embedded " in line for line in lines), lines
     assert meta["examples"] == 7
+
+
+def test_the_command_prints_its_own_lines_only(exports, clean, tmp_path):
+    """The start line and the summary: not Beam's `WARNING:root:Resource module is not available for current
+    platform`, twice per model load, that RunInference logs where torch or scipy is missing (issue 46)."""
+    proc = subprocess.run([sys.executable, "-m", "downstream.embed", "--module", exports["gpt"], "--input",
+                           os.path.join(clean, "b.txt"), "--output_dir", str(tmp_path / "out"), "--layers", "last",
+                           "--progress_seconds", "0"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith(f"embed: gpt {exports['gpt']}, 1 file(s) -> ") and lines[1].startswith("embed: done")
 
 
 def test_default_runner_loads_one_model_per_worker_process(exports, clean, tmp_path):

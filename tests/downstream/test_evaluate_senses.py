@@ -41,6 +41,33 @@ def test_static_vectors_tie_and_vote_to_the_leave_one_out_mfs():
     assert ev.nn_accuracy(same, senses, groups) == pytest.approx(base["baseline_loo"])
 
 
+def test_post_processing_removes_a_common_direction_that_hides_the_senses():
+    """Each occurrence: a small sense-telling part plus a large direction shared by all and a large rogue
+    dimension whose value is noise: raw cosines follow the noise; centring removes the shared direction (the
+    rogue noise still leads); standardising scales the rogue dimension down to the others and finds the senses."""
+    rng = np.random.default_rng(0)
+    senses = ["A"] * 10 + ["B"] * 10
+    groups = ev.sense_groups(["w"] * 20, senses)
+    sense_part = np.array([[1.0, 0.0] if s == "A" else [0.0, 1.0] for s in senses]) * 0.1  # [20, 2]
+    common = np.full((20, 1), 50.0)  # [20, 1]: the same for every occurrence
+    rogue = rng.normal(0, 5.0, (20, 1))  # [20, 1]: large and unrelated to the sense
+    vectors = np.concatenate([sense_part + rng.normal(0, 0.01, (20, 2)), common, rogue], axis=1)
+    assert ev.postprocess(vectors, "centred").mean(0) == pytest.approx(np.zeros(4), abs=1e-9)
+    assert ev.postprocess(vectors, "standardised")[:, [0, 1, 3]].std(0) == pytest.approx(np.ones(3))
+    raw = ev.nn_accuracy(vectors, senses, groups)
+    assert ev.nn_accuracy(ev.postprocess(vectors, "standardised"), senses, groups) == 1.0 > raw
+    with pytest.raises(ValueError, match="unknown post-processing"):
+        ev.postprocess(vectors, "whitened")
+
+
+def test_a_sense_is_labelled_by_its_shortened_gloss():
+    row = {"synset": "09236472-n", "lexname": "noun.object",
+           "gloss": "sloping land (especially the slope beside a body of water); another clause"}
+    assert ev.sense_label(row) == "sloping land (especially the slope beside a body… (noun.object)"
+    assert ev.sense_label({**row, "gloss": "a bank"}) == "a bank (noun.object)"
+    assert ev.sense_label({"synset": "09236472-n", "lexname": "noun.object"}) == "09236472-n (noun.object)"
+
+
 def test_threshold_and_split_protocol():
     sims = np.array([0.1, 0.2, 0.8, 0.9, 0.5])
     labels = np.array([False, False, True, True, False])
@@ -107,6 +134,7 @@ def test_cli_reports_layers_baselines_neighbours_json_and_png(bilm_export, tmp_p
     summary = json.loads(lines[-1])
     assert set(summary["layers"]) == {"word_emb", "lstm_outputs1", "lstm_outputs2", "sum_last4", "concat_last4",
                                       "weighted_all", "elmo"}
+    assert set(summary["layers_centred"]) == set(summary["layers_standardised"]) == set(summary["layers"])
     assert summary["accuracy"] == summary["layers"][summary["best_layer"]] == max(summary["layers"].values())
     assert (summary["lemmas"], summary["occurrences"]) == (2, 9)  # "rate" has one sense
     assert summary["baseline"] == pytest.approx(5 / 9)

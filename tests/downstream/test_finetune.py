@@ -9,9 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from downstream.finetune import cli as finetune
-from downstream.finetune import task_data
+from downstream.finetune import FinetuneConfig, FinetuneJob, finetune
+from downstream.finetune import cli
 from downstream.finetune import inputs as inputs_lib
+from downstream.finetune import layers
+from downstream.finetune import ner_scores
+from downstream.finetune import task_data
+from downstream.finetune import tasks
+from downstream.finetune import training
 from downstream.module import ExportedModule
 
 RIVER = ["they sat on the river bank", "the grassy bank of the river", "a picnic on the river bank"]
@@ -27,7 +32,16 @@ def exports(tiny_models):
 def _config(**fields):
     base = {"epochs": 12, "batch_size": 8, "learning_rate": 3e-3, "max_seq_length": 16, "warmup": 0.0,
             "dropout": 0.0, "seed": 1}
-    return finetune.FinetuneConfig(**{**base, **fields})
+    return FinetuneConfig(**{**base, **fields})
+
+
+def _run(task, module, train, eval_path, output_dir, config, log=print) -> dict:
+    """Fine-tunes through the Python API (`finetune(FinetuneJob(...))`); returns the metrics it wrote."""
+    result = finetune(FinetuneJob(task=task, module=module, train=train, eval=eval_path, output_dir=output_dir,
+                                  config=config), log=log)
+    with open(result.metrics_file) as f:
+        assert json.load(f) == result.metrics
+    return result.metrics
 
 
 def _write(path, lines):
@@ -45,7 +59,7 @@ def sentiment(tmp_path_factory):
 
 @pytest.mark.parametrize("kind,fields", [("bert", {}), ("gpt", {}), ("bilm", {"train_module": True})])
 def test_classifiers_learn_and_beat_the_majority_class(exports, sentiment, tmp_path, kind, fields):
-    metrics = finetune.run("classify", exports[kind], *sentiment, str(tmp_path), _config(**fields), log=print)
+    metrics = _run("classify", exports[kind], *sentiment, str(tmp_path), _config(**fields), log=print)
     assert metrics["losses"][-1] < 0.5 * metrics["losses"][0]
     assert metrics["accuracy"] == 1.0 and metrics["baseline"]["accuracy"] == pytest.approx(13 / 25)
     served = tf.saved_model.load(metrics["serving"]).signatures["serving_default"]
@@ -57,7 +71,8 @@ def test_gpt_inputs_are_radfords_transformations_and_the_aux_lm_loss_is_added(ex
     backbone = ExportedModule.load(exports["gpt"])
     start, delim, extract = (backbone.token_id(t) for t in ("[SEP]", "[CLS]", "[MASK]"))
     a, b = backbone.pieces(["the river", "a bank"])
-    x = inputs_lib.text_inputs(backbone, "pair", [("the river", "a bank")], 10, gpt_pair="similarity")
+    x = inputs_lib.text_inputs(backbone, tasks.get("pair").sequences("gpt", [("the river", "a bank")], "similarity"),
+                               10)
     assert x["input_word_ids"].shape == (1, 2, 10)
     assert x["input_word_ids"][0, 0].tolist() == [start, *a, delim, *b, extract] + [0] * (7 - len(a + b))
     assert x["input_word_ids"][0, 1].tolist()[:len(a + b) + 3] == [start, *b, delim, *a, extract]
@@ -67,10 +82,10 @@ def test_gpt_inputs_are_radfords_transformations_and_the_aux_lm_loss_is_added(ex
     assert ids.tolist() == [1, 7, 7, 7, 2, 8, 8, 3] and index == 7
     pairs = [f"{int(x == y)}\t{x}\t{y}" for x in RIVER + MONEY for y in RIVER + MONEY]
     path = _write(tmp_path / "pairs.tsv", pairs)
-    metrics = finetune.run("pair", exports["gpt"], path, path, str(tmp_path / "out"),
+    metrics = _run("pair", exports["gpt"], path, path, str(tmp_path / "out"),
                            _config(epochs=2, gpt_pair="similarity"))
     assert metrics["losses"][-1] < metrics["losses"][0]
-    no_lm = finetune.run("pair", exports["gpt"], path, path, str(tmp_path / "out2"),
+    no_lm = _run("pair", exports["gpt"], path, path, str(tmp_path / "out2"),
                          _config(epochs=1, gpt_pair="similarity", lm_coef=0.0))
     # the auxiliary loss (about ln V for a barely trained model, times 0.5) is part of the training loss
     assert metrics["losses"][0] > no_lm["losses"][0] + 0.5
@@ -78,7 +93,8 @@ def test_gpt_inputs_are_radfords_transformations_and_the_aux_lm_loss_is_added(ex
 
 def test_bert_pairs_use_both_segments(exports, tmp_path):
     backbone = ExportedModule.load(exports["bert"])
-    x = inputs_lib.text_inputs(backbone, "pair", [("the river", "a bank")], 12)
+    x = inputs_lib.text_inputs(backbone, tasks.get("pair").sequences("bert", [("the river", "a bank")], "entail"),
+                               12)
     a, b = backbone.pieces(["the river", "a bank"])
     assert x["input_word_ids"][0, 0].tolist()[:len(a + b) + 3] == [2, *a, 3, *b, 3]
     assert x["input_type_ids"][0, 0].tolist()[:len(a + b) + 3] == [0] * (len(a) + 2) + [1] * (len(b) + 1)
@@ -87,7 +103,7 @@ def test_bert_pairs_use_both_segments(exports, tmp_path):
     path = _write(tmp_path / "pairs.tsv", lines)
     # 1e-3: with the one warm-up formula a warm-up of 0 starts at the peak (it used to spend step 0 at rate 0),
     # and 3e-3 from the first step left this small pair model at chance.
-    metrics = finetune.run("pair", exports["bert"], path, path, str(tmp_path / "out"),
+    metrics = _run("pair", exports["bert"], path, path, str(tmp_path / "out"),
                            _config(epochs=15, learning_rate=1e-3))
     assert metrics["accuracy"] > metrics["baseline"]["accuracy"] + 0.2
 
@@ -98,7 +114,7 @@ def test_multiple_choice_scores_each_choice(exports, tmp_path, kind):
              "label": (0 if c in RIVER else 1) if i % 2 else (1 if c in RIVER else 0)}
             for i, c in enumerate((RIVER + MONEY) * 3)]
     path = _write(tmp_path / "choice.jsonl", [json.dumps(r) for r in rows])
-    metrics = finetune.run("choice", exports[kind], path, path, str(tmp_path / "out"), _config(epochs=15))
+    metrics = _run("choice", exports[kind], path, path, str(tmp_path / "out"), _config(epochs=15))
     assert metrics["losses"][-1] < metrics["losses"][0]
     assert metrics["accuracy"] > 0.8 > metrics["baseline"]["accuracy"]
 
@@ -121,7 +137,7 @@ def test_bert_tagger_maps_first_pieces_to_words_and_serves_the_same_tags(exports
     _, cut = inputs_lib.bert_tag_inputs(backbone, [sentence], 8)
     assert cut == [[1, 6, -1]]  # "of" no longer fits before [SEP]
     path = _tag_file(tmp_path / "tags.conll")
-    metrics = finetune.run("tag", exports["bert"], path, path, str(tmp_path / "out"), _config(epochs=25))
+    metrics = _run("tag", exports["bert"], path, path, str(tmp_path / "out"), _config(epochs=25))
     assert metrics["f1"] == 1.0 > metrics["baseline"]["f1"]
     assert metrics["accuracy"] > metrics["baseline"]["accuracy"]
     served = tf.saved_model.load(metrics["serving"]).signatures["serving_default"]
@@ -139,7 +155,7 @@ def test_elmo_tagger_learns_its_own_mix_over_the_frozen_module(exports, tmp_path
     assert positions == [[0, 1, 4, 5]]  # "don't" is don ' t for the module's splitter
     assert x["text"].tolist() == ["they don't bank !"]
     path = _tag_file(tmp_path / "tags.conll")
-    metrics = finetune.run("tag", exports["bilm"], path, path, str(tmp_path / "out"),
+    metrics = _run("tag", exports["bilm"], path, path, str(tmp_path / "out"),
                            _config(epochs=25, learning_rate=1e-2))
     assert metrics["train_module"] is False
     assert metrics["losses"][-1] < metrics["losses"][0]
@@ -147,45 +163,43 @@ def test_elmo_tagger_learns_its_own_mix_over_the_frozen_module(exports, tmp_path
 
 
 def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_words(exports):
-    from downstream.finetune import heads
-
-    words = heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=1)
+    words = layers.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=1)
     assert words == ("bank", "They", "don", "'", "t", "!")  # case kept, split as the module splits
-    assert heads.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=2) == ("bank",)
-    split = heads.TaskWordSplit(6)
-    ids = heads.TaskWords(words)(split(tf.constant(["They don't bank !", "bank river"]))).numpy()
+    assert layers.task_vocabulary([("They", "don't", "bank", "!"), ("bank",)], min_count=2) == ("bank",)
+    split = layers.TaskWordSplit(6)
+    ids = layers.TaskWords(words)(split(tf.constant(["They don't bank !", "bank river"]))).numpy()
     assert ids.tolist() == [[3, 4, 5, 6, 2, 7], [2, 1, 0, 0, 0, 0]]  # 0 padding, 1 not in the vocabulary
-    casing = heads.WordCasing()(split(tf.constant(["They don't USE iPads 42", ""]))).numpy()
+    casing = layers.WordCasing()(split(tf.constant(["They don't USE iPads 42", ""]))).numpy()
     assert casing.tolist() == [[2, 1, 1, 1, 3, 4], [0] * 6]  # They don ' t USE iPads (42 cut at 6)
     backbone = ExportedModule.load(exports["bilm"])
     for dim in (8, 0):
-        model = heads.build_model("tag", backbone, 3, _config(task_word_dim=dim).resolved("bilm"), 1, words)
+        model = tasks.get("tag").build_model(backbone, 3, _config(task_word_dim=dim).resolved("bilm"), 1, words)
         names = {layer.name for layer in model.layers}
         assert ("task_word_embedding" in names) == ("casing_embedding" in names) == bool(dim)
         assert "module" in names
         logits = model({"text": tf.constant(["They don't bank !"])})["logits"]
         assert logits.shape == (1, 16, 3)
-    control = heads.build_model("tag", backbone, 3, _config(task_word_dim=8, elmo=False).resolved("bilm"), 1, words)
+    control = tasks.get("tag").build_model(backbone, 3, _config(task_word_dim=8, elmo=False).resolved("bilm"), 1,
+                                           words)
     assert "module" not in {layer.name for layer in control.layers}  # the tagger on its own word vectors only
     assert control({"text": tf.constant(["They don't bank !"])})["logits"].shape == (1, 16, 3)
     with pytest.raises(ValueError, match="needs ELMo"):
-        heads.build_model("tag", backbone, 3, _config(task_word_dim=0, elmo=False).resolved("bilm"), 1, words)
+        tasks.get("tag").build_model(backbone, 3, _config(task_word_dim=0, elmo=False).resolved("bilm"), 1, words)
 
 
 def test_elmo_module_is_frozen_by_default_and_trains_with_train_module(exports, sentiment, tmp_path):
-    from downstream.finetune import heads
-
     backbone = ExportedModule.load(exports["bilm"])
+    classify = tasks.get("classify")
     for train_module in (False, True):
         config = _config(epochs=2, train_module=train_module)
-        encoded = finetune.encode("classify", backbone, task_data.read_classification(sentiment[0]),
+        encoded = classify.encode(backbone, task_data.read_classification(sentiment[0]),
                                   ["money", "river"], config, training=True)
-        model = heads.build_model("classify", backbone, 2, config, 1)
+        model = tasks.get("classify").build_model(backbone, 2, config, 1)
         module = model.get_layer("module")
         before = [v.numpy().copy() for v in module.variables]
         mix = [w for w in model.weights if "task_scalar_mix" in w.name]
-        finetune.compile_model(model, "classify", config, 10)
-        finetune.train(model, encoded, config, log=lambda *_: None)
+        training.compile_model(model, classify, config, 10)
+        training.train(model, encoded, config, log=lambda *_: None)
         changed = sum(not np.allclose(a, v.numpy()) for a, v in zip(before, module.variables))
         if train_module:
             assert changed > len(before) // 2 and not mix
@@ -204,7 +218,7 @@ def test_squad_head_learns_a_span_and_beats_the_first_sentence(exports, tmp_path
                                                         "answers": [{"text": answer, "answer_start": start}]}]})
     path = tmp_path / "squad.json"
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs * 4}]}))
-    metrics = finetune.run("squad", exports["bert"], str(path), str(path), str(tmp_path / "out"),
+    metrics = _run("squad", exports["bert"], str(path), str(path), str(tmp_path / "out"),
                            _config(epochs=30, max_seq_length=24, doc_stride=8, max_query_length=8))
     assert metrics["losses"][-1] < 0.5 * metrics["losses"][0]
     assert metrics["exact_match"] > 50.0 > metrics["baseline"]["exact_match"]
@@ -214,8 +228,8 @@ def test_squad_head_learns_a_span_and_beats_the_first_sentence(exports, tmp_path
 
 def test_cli_from_a_model_dir_writes_model_metrics_and_serving(exports, sentiment, tmp_path, capsys):
     out = tmp_path / "out"
-    code = finetune.main(["--task", "classify", "--model_dir", exports["bert_run"], "--train", sentiment[0],
-                          "--eval", sentiment[1], "--output_dir", str(out), "--set", "epochs=1",
+    code = cli.main(["--task", "classify", "--model_dir", exports["bert_run"], "--train", sentiment[0],
+                     "--eval", sentiment[1], "--output_dir", str(out), "--set", "epochs=1",
                           "--set", "max_seq_length=16", "--set", "batch_size=8"])
     assert code == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -223,22 +237,29 @@ def test_cli_from_a_model_dir_writes_model_metrics_and_serving(exports, sentimen
     assert json.loads((out / "metrics.json").read_text())["accuracy"] == last["accuracy"]
     assert (out / "model" / "saved_model.pb").exists() and (out / "serving" / "1" / "saved_model.pb").exists()
     assert json.loads((out / "labels.json").read_text()) == ["money", "river"]
-    assert finetune.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
-                          sentiment[1], "--output_dir", str(out), "--set", "nope=1"]) == 2
+    assert cli.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
+                     sentiment[1], "--output_dir", str(out), "--set", "nope=1"]) == 2
     assert "unknown key" in capsys.readouterr().err
-    assert finetune.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
-                          sentiment[1], "--output_dir", str(out)]) == 2
+    assert cli.main(["--task", "classify", "--module", exports["bert"], "--train", sentiment[0], "--eval",
+                     sentiment[1], "--output_dir", str(out)]) == 2
     assert "holds an earlier fine-tuning" in capsys.readouterr().err  # --overwrite replaces it
-    assert finetune.main(["--task", "squad", "--module", exports["gpt"], "--train", sentiment[0], "--eval",
-                          sentiment[1], "--output_dir", str(tmp_path / "squad")]) == 2
+    assert cli.main(["--task", "squad", "--module", exports["gpt"], "--train", sentiment[0], "--eval",
+                     sentiment[1], "--output_dir", str(tmp_path / "squad")]) == 2
+    assert "not SQuAD v1.1 JSON" in capsys.readouterr().err  # the data's errors come first
+    squad_file = tmp_path / "squad.json"
+    squad_file.write_text(json.dumps({"data": [{"paragraphs": [{"context": "the river bank", "qas": [
+        {"id": "q", "question": "where ?", "answers": [{"text": "bank", "answer_start": 10}]}]}]}]}))
+    assert cli.main(["--task", "squad", "--module", exports["gpt"], "--train", str(squad_file), "--eval",
+                     str(squad_file), "--output_dir", str(tmp_path / "squad")]) == 2
+    assert capsys.readouterr().err.strip() == "error: SQuAD fine-tuning needs a BERT module"
 
 
 def test_entities_are_read_as_conlleval_does():
-    assert finetune.entities(["B-PER", "I-PER", "O", "I-LOC", "I-LOC", "B-LOC", "I-ORG"]) == {
+    assert ner_scores.entities(["B-PER", "I-PER", "O", "I-LOC", "I-LOC", "B-LOC", "I-ORG"]) == {
         (0, 2, "PER"), (3, 5, "LOC"), (5, 6, "LOC"), (6, 7, "ORG")}
-    scores = finetune.tag_scores([("B-PER", "I-PER", "O", "B-LOC")], [["B-PER", "O", "O", "B-LOC"]])
+    scores = ner_scores.tag_scores([("B-PER", "I-PER", "O", "B-LOC")], [["B-PER", "O", "O", "B-LOC"]])
     assert scores["accuracy"] == 0.75 and scores["precision"] == 0.5 and scores["recall"] == 0.5
-    assert "f1" not in finetune.tag_scores([("NOUN", "VERB")], [["NOUN", "NOUN"]])
+    assert "f1" not in ner_scores.tag_scores([("NOUN", "VERB")], [["NOUN", "NOUN"]])
 
 
 def test_readers_splits_and_baselines(tmp_path):

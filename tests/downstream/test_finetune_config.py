@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from downstream.finetune import cli as finetune
+from downstream.finetune import config as finetune
+from downstream.finetune.schedule import warmup_linear
 from models.config import OverrideError
 
 
@@ -47,7 +48,7 @@ def test_finetuning_and_training_schedules_give_the_same_rates_over_a_run(warmup
     from models.training.optimization import WarmupDecay
 
     steps = total + 3  # past the end too
-    keras2 = tf_keras.optimizers.SGD(finetune.warmup_linear(0.5, warmup, total))
+    keras2 = tf_keras.optimizers.SGD(warmup_linear(0.5, warmup, total))
     keras3 = keras.optimizers.SGD(WarmupDecay(0.5, warmup, total, decay="linear"))
     by_keras2 = _rates_over_a_run(keras2, tf.Variable([1.0]), steps)
     by_keras3 = _rates_over_a_run(keras3, keras.Variable([1.0]), steps)

@@ -13,7 +13,7 @@ from downstream.finetune import progress
 def test_lines_come_every_few_steps_and_at_each_epoch_end():
     import tf_keras
 
-    from downstream.finetune.cli import warmup_linear
+    from downstream.finetune.schedule import warmup_linear
 
     model = tf_keras.Sequential([tf_keras.layers.Dense(2, input_shape=(3,))])
     model.compile(tf_keras.optimizers.AdamW(warmup_linear(1e-3, 2, 20)), "mse")

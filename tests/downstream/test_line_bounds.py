@@ -13,6 +13,7 @@ import pytest
 
 from downstream.features import ModuleEncoder, SLICE_BYTES, split_words, text_slices, window_text
 from downstream.finetune import task_data
+from downstream.finetune import tasks
 from tests.conftest import ROOT
 
 # Peak RSS (ru_maxrss) of splitting one line of N words to a BERT window (126 words), in a fresh process: the
@@ -73,11 +74,11 @@ def test_task_files_are_read_to_the_first_mib_of_a_line_and_labels_are_not_empty
     path = tmp_path / "train.tsv"
     path.write_bytes(b"pos\tgood film\n" + b"neg\t" + b"bad film " * (200 << 10) + b"\n" + b"pos\tfine\n")
     cut = []
-    examples = task_data.read_task("classify", str(path), cut=cut)
+    examples = tasks.get("classify").read(str(path), cut=cut)
     assert [e.label for e in examples] == ["pos", "neg", "pos"] and cut == [2]
     assert len(examples[1].texts[0].encode()) <= task_data.MAX_LINE_BYTES
     for name, text, said in (("c.tsv", "pos\tgood\n\tno label\n", "c.tsv:2: the label (the first field) is empty"),
                              ("t.conll", "The\tDET\nbank\t\n", "t.conll:2: no tag in column 1")):
         (tmp_path / name).write_text(text)
         with pytest.raises(task_data.TaskDataError, match=re.escape(said)):
-            task_data.read_task("tag" if name.endswith("conll") else "classify", str(tmp_path / name))
+            tasks.get("tag" if name.endswith("conll") else "classify").read(str(tmp_path / name))

@@ -20,6 +20,7 @@ from downstream.finetune import export as finetune_export
 from downstream.finetune import inputs as inputs_lib
 from downstream.finetune import squad
 from downstream.finetune import task_data
+from downstream.finetune import tasks
 from downstream.module import ExportedModule, ModuleError
 from preprocessing.stable_random import stable_fraction
 
@@ -44,19 +45,20 @@ class _Config:
 
 def _served_inputs(module, task, config, *args):
     """The serving graph's inputs for `args`: its own input builder, traced as in the export."""
-    root = finetune_export.TextTaskModel(task, module, None, ["a", "b"], config)
+    root = finetune_export.TextTaskModel(tasks.get(task), module, None, ["a", "b"], config)
     if task == "tag":
         fn = tf.function(lambda w, n: inputs_lib.bert_first_pieces(module, tf.RaggedTensor.from_tensor(w, lengths=n),
                                                                    config.max_seq_length, width=tf.shape(w)[1]))
         return fn(*args)
-    return tf.function(lambda a, b: root._inputs(root._pair(a, b)))(*args)
+    return tf.function(lambda a, b: root.inputs(root.pair(a, b)))(*args)
 
 
 @pytest.mark.parametrize("kind,gpt_pair", [("bert", "entail"), ("gpt", "entail"), ("gpt", "similarity"),
                                            ("bilm", "entail")])
 def test_pair_inputs_for_training_equal_the_served_graphs(modules, kind, gpt_pair):
     module = modules[kind]
-    trained = inputs_lib.text_inputs(module, "pair", REAL, 12, gpt_pair)  # 12: some pairs are trimmed
+    sequences = tasks.get("pair").sequences(module.kind, REAL, gpt_pair)
+    trained = inputs_lib.text_inputs(module, sequences, 12)  # 12: some pairs are trimmed
     served = _served_inputs(module, "pair", _Config(12, gpt_pair), tf.constant([a for a, _ in REAL]),
                             tf.constant([b for _, b in REAL]))
     assert sorted(trained) == sorted(served)
@@ -130,7 +132,7 @@ def test_pairs_and_tagging_on_shared_task_data(modules):
     texts = [e.texts[0] for e in task_data.read_classification(sst, 1)[:16]]
     pairs = list(zip(texts[::2], texts[1::2]))
     module = modules["bert"]
-    trained = inputs_lib.text_inputs(module, "pair", pairs, 24)
+    trained = inputs_lib.text_inputs(module, tasks.get("pair").sequences(module.kind, pairs, "entail"), 24)
     served = _served_inputs(module, "pair", _Config(24), tf.constant([a for a, _ in pairs]),
                             tf.constant([b for _, b in pairs]))
     assert all((trained[k] == served[k].numpy()).all() for k in trained)
@@ -165,7 +167,7 @@ def test_one_loader_tells_the_family_from_the_export_not_the_folder(modules, tmp
 def test_elmo_layer_list_and_mix_formula_have_one_owner(modules):
     import keras
 
-    from downstream.finetune.heads import ElmoLayers, TfKerasScalarMix
+    from downstream.finetune.layers import ElmoLayers, TfKerasScalarMix
     from models.scalar_mix import ScalarMix, elmo_layers
 
     out = modules["bilm"].bilm_outputs([["the", "river", "bank"], ["a"]])

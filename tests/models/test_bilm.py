@@ -395,8 +395,8 @@ def bilm_data(tmp_path_factory, bert_vocab_path):
 
     base = tmp_path_factory.mktemp("bilm")
     corpus = write_corpus(base / "corpus.txt")
-    assert pretraining_data.run(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(base / "out"),
-                                 "--runner", "FnApiRunner", "--model", "bilm", "--max_seq_length", "8"]) == 0
+    assert pretraining_data.main(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(base / "out"),
+                                  "--runner", "FnApiRunner", "--model", "bilm", "--max_seq_length", "8"]) == 0
     return base / "out"
 
 

@@ -94,6 +94,30 @@ def test_bert_loss_is_masked_mean_plus_nsp(tiny_bert):
     assert metrics["mlm_loss"] == pytest.approx(mlm, rel=1e-5)
 
 
+def test_bert_without_next_sentence_is_a_masked_lm_only(tiny_bert):
+    """`next_sentence=False`: no NSP head or output, the loss is the masked LM's alone, and every other weight
+    is the NSP model's (same paths and shapes), so the same checkpoint layout serves both."""
+    task, model = tiny_bert
+    config = bert.BertConfig(**{**bert.PRESETS["bert_tiny"], "tie_output": True}, vocab_size=50, dropout=0.0,
+                             next_sentence=False)
+    mlm_task = bert.BertTask(config, 12, 3)
+    mlm_model = mlm_task.build_model()
+    assert {v.path: v.shape for v in mlm_model.weights} == {
+        v.path: v.shape for v in model.weights if not v.path.startswith("nsp_head/")}
+    mlm_model.set_weights([w for v, w in zip(model.weights, model.get_weights())
+                           if not v.path.startswith("nsp_head/")])
+    x = _bert_inputs(np.random.default_rng(3))
+    y = {"mlm": np.array([[5, 6, 7], [8, 9, 0]]), "nsp": np.array([[0], [1]])}
+    w = {"mlm": np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], np.float32), "nsp": np.ones((2, 1), np.float32)}
+    assert set(mlm_model(x)) == {"mlm"}
+    loss, stats = mlm_task.loss_and_stats(mlm_model, x, y, w, training=False)
+    _, both = task.loss_and_stats(model, x, y, w, training=False)
+    assert float(loss) == pytest.approx(float(both["mlm_loss"][0]) / 5, rel=1e-5)
+    assert set(stats) == {"mlm_loss", "mlm_correct"}
+    metrics = mlm_task.metrics({k: (float(s), float(c)) for k, (s, c) in stats.items()})
+    assert set(metrics) == {"mlm_accuracy", "mlm_loss", "loss"} and metrics["loss"] == metrics["mlm_loss"]
+
+
 @pytest.mark.slow
 def test_bert_step_compiles_with_xla(tiny_bert):
     task, model = tiny_bert

@@ -258,8 +258,8 @@ CLEAN_FLAGS = ["--dedup", "all", "--filters", "min_words_per_line=3"]
 
 def run_clean(job_inputs, out, runner_args):
     corpus, held = job_inputs
-    assert clean.run(["--input", corpus, "--output_dir", str(out), "--decontaminate", held, *CLEAN_FLAGS,
-                      *runner_args]) == 0
+    assert clean.main(["--input", corpus, "--output_dir", str(out), "--decontaminate", held, *CLEAN_FLAGS,
+                       *runner_args]) == 0
     return out
 
 
@@ -284,8 +284,8 @@ def test_clean_job_writes_the_input_format_and_a_report(reference_clean, planted
 
 def test_clean_job_refuses_an_earlier_run_and_bad_specs(job_inputs, reference_clean, tmp_path, capsys):
     corpus, _ = job_inputs
-    assert clean.run(["--input", corpus, "--output_dir", str(reference_clean), "--runner", "FnApiRunner"]) == 2
-    assert clean.run(["--input", corpus, "--output_dir", str(tmp_path), "--dedup", "fuzzy"]) == 2
+    assert clean.main(["--input", corpus, "--output_dir", str(reference_clean), "--runner", "FnApiRunner"]) == 2
+    assert clean.main(["--input", corpus, "--output_dir", str(tmp_path), "--dedup", "fuzzy"]) == 2
     assert "unknown 'fuzzy'" in capsys.readouterr().err
 
 
@@ -308,9 +308,9 @@ def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_v
     corpus, held = job_inputs
     args = ["--model", "gpt", "--input", corpus, "--vocab", bert_vocab_path, "--max_seq_length", "16",
             "--num_shards", "1", "--runner", "FnApiRunner"]
-    assert pretraining_data.run([*args, "--output_dir", str(tmp_path / "plain")]) == 0
-    assert pretraining_data.run([*args, "--output_dir", str(tmp_path / "clean"), "--dedup", "exact,near",
-                                 "--decontaminate", held]) == 0
+    assert pretraining_data.main([*args, "--output_dir", str(tmp_path / "plain")]) == 0
+    assert pretraining_data.main([*args, "--output_dir", str(tmp_path / "clean"), "--dedup", "exact,near",
+                                  "--decontaminate", held]) == 0
     plain, cleaned = (json.loads((tmp_path / d / "metadata.json").read_text()) for d in ("plain", "clean"))
     assert "dedup" not in plain["config"] and cleaned["config"]["dedup"] == "exact,near"
     assert cleaned["counters"]["clean_documents_kept"] == 11 and cleaned["counters"]["dedup_near_documents"] == 1
@@ -323,8 +323,8 @@ def test_pretraining_data_with_cleaning_counts_it_in_metadata(job_inputs, bert_v
 def test_vocab_job_learns_from_the_cleaned_text(job_inputs, tmp_path):
     corpus, held = job_inputs
     out = str(tmp_path / "vocab.txt")
-    assert vocab.run(["--input", corpus, "--output", out, "--vocab_size", "200", "--dedup", "exact",
-                      "--decontaminate", held, "--runner", "FnApiRunner"]) == 0
+    assert vocab.main(["--input", corpus, "--output", out, "--vocab_size", "200", "--dedup", "exact",
+                       "--decontaminate", held, "--runner", "FnApiRunner"]) == 0
     meta = json.loads(open(out + ".json").read())
     assert meta["config"]["dedup"] == "exact" and meta["counters"]["dedup_exact_documents"] == 1
     assert meta["counters"]["decontaminate_exact_documents"] == 1 and meta["counters"]["clean_documents_kept"] == 12

@@ -56,7 +56,7 @@ def test_pretraining_parameters_are_range_checked_before_any_work(corpus, bert_v
     out = tmp_path / "out"
     args = ["--model", "bert", "--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(out),
             "--max_seq_length", "32", "--runner", "FnApiRunner", *extra]
-    assert pretraining_data.run(args) == 2
+    assert pretraining_data.main(args) == 2
     err = capsys.readouterr().err
     assert message in last_error(err)
     assert "pretraining_data:" not in err  # refused before the job started
@@ -74,7 +74,7 @@ def test_pretraining_paths_are_checked(corpus, bert_vocab_path, tmp_path, capsys
              (["--input", str(tmp_path), "--vocab", bert_vocab_path, "--output_dir", str(tmp_path / "o")],
               f"--input {tmp_path} is a folder; give a file pattern")]
     for args, message in cases:
-        assert pretraining_data.run(base + args) == 2
+        assert pretraining_data.main(base + args) == 2
         assert message in last_error(capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
 
@@ -84,8 +84,8 @@ def test_a_worker_error_is_one_line_and_the_failed_run_leaves_nothing(truncated_
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("kept")  # the user's own file survives the clean-up
-    assert pretraining_data.run(["--model", "bert", "--input", truncated_gz, "--vocab", bert_vocab_path,
-                                 "--output_dir", str(out), "--runner", "FnApiRunner"]) == 2
+    assert pretraining_data.main(["--model", "bert", "--input", truncated_gz, "--vocab", bert_vocab_path,
+                                  "--output_dir", str(out), "--runner", "FnApiRunner"]) == 2
     line = last_error(capsys.readouterr().err)
     assert line == (f"error: cannot read input file {truncated_gz}: Compressed file ended before the "
                     "end-of-stream marker was reached")
@@ -103,14 +103,14 @@ def test_vocab_parameters_and_paths_are_checked(corpus, tmp_path, capsys):
              (["--output", str(tmp_path)], f"--output {tmp_path} is a folder")]
     for extra, message in cases:
         args = ["--input", corpus, "--output", out, "--runner", "FnApiRunner", *extra]
-        assert vocab_job.run(args) == 2
+        assert vocab_job.main(args) == 2
         assert message in last_error(capsys.readouterr().err)
     assert not (tmp_path / "v").exists()
 
 
 def test_vocab_worker_error_leaves_no_incomplete_file(truncated_gz, tmp_path, capsys):
     out = tmp_path / "vocab.txt"
-    assert vocab_job.run(["--input", truncated_gz, "--output", str(out), "--runner", "FnApiRunner"]) == 2
+    assert vocab_job.main(["--input", truncated_gz, "--output", str(out), "--runner", "FnApiRunner"]) == 2
     assert "cannot read input file" in last_error(capsys.readouterr().err)
     assert os.listdir(tmp_path) == ["cut.txt.gz"]
 

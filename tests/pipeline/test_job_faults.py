@@ -1,10 +1,12 @@
 """The data jobs' faults of issue 38: `pipeline.clean --overwrite` replaces exactly the earlier run (serious case
 3), and the cleaning, option and signal cases: each refused in one line naming the flag or file (exit 2, no
 traceback) or counted in the summary; SIGTERM stops the clean and vocab jobs' local workers before anything
-else (no orphan, nothing renamed into place after the signal). One clean run checks several things at once."""
+else (no orphan, nothing renamed into place after the signal); a full disk stops the vocab job with its one
+error line and nothing else on stderr (issue 46). One clean run checks several things at once."""
 
 import json
 import os
+import random
 import resource
 import signal
 import subprocess
@@ -48,7 +50,7 @@ def corpus(tmp_path):
 
 def test_clean_overwrite_replaces_exactly_the_earlier_run_and_counts_every_removal(corpus, tmp_path, capsys):
     out = tmp_path / "cleaned"
-    assert clean.run(["--input", str(corpus / "*.txt"), "--output_dir", str(out), "--dedup", "exact", *FN_API]) == 0
+    assert clean.main(["--input", str(corpus / "*.txt"), "--output_dir", str(out), "--dedup", "exact", *FN_API]) == 0
     summary = capsys.readouterr().err.strip().splitlines()[-1]
     # 12 documents read: 4 + 2 symbol-only + 1 over-long + 1 in a.txt, 3 in b.txt; only the over-long one goes
     assert summary == ("clean: cleaning kept 10 of 11 documents (90.9%); removed: over the 1 MiB line limit 1, "
@@ -60,9 +62,9 @@ def test_clean_overwrite_replaces_exactly_the_earlier_run_and_counts_every_remov
     other = tmp_path / "other"
     other.mkdir()
     (other / "c.txt").write_text(documents(2, 40))
-    assert clean.run(["--input", str(other / "c.txt"), "--output_dir", str(out), *FN_API]) == 2
+    assert clean.main(["--input", str(other / "c.txt"), "--output_dir", str(out), *FN_API]) == 2
     assert "already holds a run of pipeline.clean (clean_report.json" in one_error_line(capsys)
-    assert clean.run(["--input", str(other / "c.txt"), "--output_dir", str(out), "--overwrite", *FN_API]) == 0
+    assert clean.main(["--input", str(other / "c.txt"), "--output_dir", str(out), "--overwrite", *FN_API]) == 0
     # before: 00000-a.txt and 00001-b.txt of the first run stayed beside 00000-c.txt
     assert sorted(os.listdir(out)) == ["00000-c.txt", "clean_report.json", "clean_report.md", "notes.txt"]
     assert json.loads((out / "clean_report.json").read_text())["files"] == ["00000-c.txt"]
@@ -88,22 +90,22 @@ def test_cleaning_flags_and_folders_are_checked_before_any_work(corpus, tmp_path
          "argument --direct_running_mode: invalid choice: 'multi_threadingg'"),
     ]
     for argv, said in cases:
-        assert clean.run(argv) == 2, argv
+        assert clean.main(argv) == 2, argv
         line = one_error_line(capsys)
         assert said in line, (argv, line)
     export = tmp_path / "export"
     (export / "hub").mkdir(parents=True)
     (export / "export.json").write_text("{}")
-    assert clean.run(["--input", a, "--output_dir", str(export), "--overwrite", *FN_API]) == 2
+    assert clean.main(["--input", a, "--output_dir", str(export), "--overwrite", *FN_API]) == 2
     assert f"--output_dir {export} holds an export of serving.export" in one_error_line(capsys)
     assert sorted(os.listdir(export)) == ["export.json", "hub"] and not (tmp_path / "o").exists()
 
     out = tmp_path / "vocab" / "vocab.txt"
-    assert vocab_job.run(["--input", a, "--output", str(out), "--vocab_size", "60", "--decontaminate", a,
-                          *FN_API]) == 2
+    assert vocab_job.main(["--input", a, "--output", str(out), "--vocab_size", "60", "--decontaminate", a,
+                           *FN_API]) == 2
     assert "matches the --input file" in one_error_line(capsys)
     assert not out.parent.exists() or os.listdir(out.parent) == []  # no .cleaning.json / .md left behind
-    assert vocab_job.run(["--input", str(corpus / "*"), "--output", str(corpus / "vocab.txt"), *FN_API]) == 2
+    assert vocab_job.main(["--input", str(corpus / "*"), "--output", str(corpus / "vocab.txt"), *FN_API]) == 2
     assert f"--input pattern '{corpus / '*'}' matches {corpus / 'vocab.txt'}" in one_error_line(capsys)
 
 
@@ -117,7 +119,7 @@ def test_pretraining_data_keeps_the_same_contract(corpus, bert_vocab_path, tmp_p
                         f"pipeline.pretraining_data run"),
                        (["--input", str(corpus / "*.txt"), "--output_dir", str(corpus), "--overwrite"],
                         f"--output_dir {corpus} is the folder of the input file {corpus / 'a.txt'}")):
-        assert pretraining_data.run([*base, *argv]) == 2
+        assert pretraining_data.main([*base, *argv]) == 2
         assert said in one_error_line(capsys)
     assert os.listdir(cleaned) == ["clean_report.json"] and sorted(os.listdir(corpus)) == ["a.txt", "b.txt"]
 
@@ -126,26 +128,35 @@ def test_pretraining_data_keeps_the_same_contract(corpus, bert_vocab_path, tmp_p
 def test_progress_seconds_out_of_range_is_refused(corpus, bert_vocab_path, tmp_path, capsys, seconds):
     argv = ["--model", "gpt", "--input", str(corpus / "b.txt"), "--vocab", bert_vocab_path, "--output_dir",
             str(tmp_path / "out"), "--progress_seconds", seconds, *FN_API]
-    assert pretraining_data.run(argv) == 2
+    assert pretraining_data.main(argv) == 2
     assert f"--progress_seconds {seconds} is out of range; allowed: 0 (no progress lines) or [0.1, 86400]" in \
         one_error_line(capsys)
 
 
 @pytest.mark.slow
-def test_a_full_disk_in_the_vocab_job_is_one_line_and_leaves_nothing(corpus, tmp_path):
+def test_a_full_disk_in_the_vocab_job_is_one_line_and_leaves_nothing(tmp_path):
+    """The "full disk" is a file-size limit (RLIMIT_FSIZE) on the command: every write past 4 KiB fails, as on a
+    disk that is full, the temporary files of the process included (TensorFlow's start-up lines, a few hundred
+    bytes held by `commands.tf_startup`, fit). Its stderr is the job's first line and the one error line: no
+    AutoGraph warnings (its conversion of the word splitter would write a temporary file)."""
+    words = sorted({"".join(random.Random(n).choices("abcdefghijklmnopqrstuvwxyz", k=7)) for n in range(3000)})
+    corpus = tmp_path / "words.txt"
+    corpus.write_text("\n".join(" ".join(words[i:i + 10]) + "." for i in range(0, len(words), 10)) + "\n")
     out = tmp_path / "v" / "vocab.txt"
 
     def limited():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))  # the vocabulary (hundreds of tokens) does not fit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # the vocabulary (over 1,000 tokens) does not fit
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
-    proc = subprocess.run([sys.executable, "-m", "pipeline.vocab", "--input", str(corpus / "b.txt"), "--output",
-                           str(out), "--vocab_size", "200", "--min_frequency", "1", "--runner", "FnApiRunner"],
+    proc = subprocess.run([sys.executable, "-m", "pipeline.vocab", "--input", str(corpus), "--output", str(out),
+                           "--vocab_size", "1500", "--min_frequency", "1", "--runner", "FnApiRunner"],
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600, preexec_fn=limited)
     assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith(f"error: cannot write {out}: ") and lines[0].endswith("no vocabulary was written")
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    first, error = lines
+    assert first == f"vocab: 1 input file(s) match {str(corpus)!r}"
+    assert error.startswith(f"error: cannot write {out}: ") and error.endswith("no vocabulary was written")
     assert not out.parent.exists() or os.listdir(out.parent) == []
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pipeline import pretraining_data
+from pipeline import dataset_metadata
 from pipeline.termination import descendants
 from preprocessing.metadata import DatasetMetadata
 from tests.conftest import ROOT
@@ -102,6 +102,6 @@ def test_an_over_long_line_is_reported_as_skipped_with_its_number(bert_vocab_pat
 
 
 def test_warnings_name_a_few_lines_and_count_the_rest():
-    note = pretraining_data.skipped_lines_note(5, ("a.txt:3", "a.txt:9"))
+    note = dataset_metadata.skipped_lines_note(5, ("a.txt:3", "a.txt:9"))
     assert note == "5 line(s) over the 1 MiB line limit were skipped (a.txt line 3, a.txt line 9, 3 more; " \
                    "put one sentence per line)"

@@ -37,8 +37,8 @@ def corpus(tmp_path_factory, bert_vocab_path):
 
 
 def run_job(corpus, vocab, out, *extra):
-    return pretraining_data.run(["--input", corpus, "--vocab", vocab, "--output_dir", str(out),
-                                 "--runner", "FnApiRunner", *extra])
+    return pretraining_data.main(["--input", corpus, "--vocab", vocab, "--output_dir", str(out),
+                                  "--runner", "FnApiRunner", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_rerun_is_byte_identical_on_another_runner_with_two_workers(corpus, bert
             "--max_seq_length", "32", "--max_predictions_per_seq", "5", "--dupe_factor", "3",
             "--num_shards", "3", "--docs_per_bucket", "4",
             "--runner", "DirectRunner", "--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
-    assert pretraining_data.run(args) == 0
+    assert pretraining_data.main(args) == 0
     for i in range(3):
         name = f"bert-0000{i}-of-00003.tfrecord"
         assert (out / name).read_bytes() == (bert_dir / name).read_bytes(), name
@@ -224,11 +224,11 @@ def test_dofns_survive_beams_pickling(bert_vocab_path, tmp_path):
     """Remote runners pickle DoFns and call setup() on the copy: nothing TF-side may be pickled."""
     from apache_beam.internal import pickler
 
-    from pipeline.example_makers import JobConfig, MakeExamples, TokenizeDocuments
+    from pipeline.example_makers import ExampleConfig, MakeExamples, TokenizeDocuments
     from preprocessing.vocabulary import Vocabulary
 
-    config = JobConfig(model="bert", vocab_tokens=Vocabulary.from_file(bert_vocab_path).tokens, lower_case=True,
-                       max_seq_length=32, dupe_factor=2)
+    config = ExampleConfig(model="bert", vocab_tokens=Vocabulary.from_file(bert_vocab_path).tokens,
+                           lower_case=True, max_seq_length=32, dupe_factor=2)
     tokenize = pickler.loads(pickler.dumps(TokenizeDocuments(config)))
     tokenize.setup()
     docs = list(tokenize.process([((0, i), SENTENCES[i:i + 3]) for i in range(4)]))

@@ -8,8 +8,9 @@ import re
 import apache_beam as beam
 import pytest
 
-from pipeline import progress, pretraining_data
+from pipeline import clean_report, progress, pretraining_data
 from pipeline import vocab as vocab_job
+from pipeline.wordpiece_learner import LearnerConfig
 from pipeline.beam_options import pipeline_options
 from tests.pipeline.test_pretraining_data_job import write_corpus
 
@@ -69,8 +70,8 @@ def test_vocab_job_prints_progress_and_writes_the_same_bytes(tmp_path, capsys):
     corpus.write_text("The cat sat on the mat.\n\nThe dog sat on the log!\nThen they sat.\n" * 200)
     out, outputs = tmp_path / "vocab.txt", {}
     for seconds in ("0.2", "0"):  # the same output path: metadata records it
-        assert vocab_job.run(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
-                              "--runner", "FnApiRunner", "--progress_seconds", seconds]) == 0
+        assert vocab_job.main(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
+                               "--runner", "FnApiRunner", "--progress_seconds", seconds]) == 0
         outputs[seconds] = ({name: (tmp_path / name).read_bytes() for name in ("vocab.txt", "vocab.txt.json")},
                             progress_lines(capsys.readouterr().err, "vocab"))
     lines = outputs["0.2"][1]
@@ -85,10 +86,10 @@ def test_pretraining_data_job_prints_progress_and_writes_the_same_bytes(tmp_path
     corpus = write_corpus(tmp_path / "corpus.txt", documents=40)
     out, runs = tmp_path / "out", {}
     for seconds in ("0.2", "0"):  # the same output dir: metadata records it
-        assert pretraining_data.run(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(out),
-                                     "--model", "bert", "--max_seq_length", "32", "--max_predictions_per_seq",
-                                     "5", "--dupe_factor", "2", "--runner", "FnApiRunner", "--overwrite",
-                                     "--progress_seconds", seconds]) == 0
+        assert pretraining_data.main(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(out),
+                                      "--model", "bert", "--max_seq_length", "32", "--max_predictions_per_seq",
+                                      "5", "--dupe_factor", "2", "--runner", "FnApiRunner", "--overwrite",
+                                      "--progress_seconds", seconds]) == 0
         runs[seconds] = ({name: (out / name).read_bytes() for name in os.listdir(out)},
                          progress_lines(capsys.readouterr().err, "pretraining_data"))
     lines = runs["0.2"][1]
@@ -104,13 +105,13 @@ def test_the_default_runners_worker_processes_report_to_the_launcher(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("one two three\nfour five\n" * 3000)
     size = corpus.stat().st_size
-    args, _ = vocab_job.parse_args(["--input", str(corpus), "--output", str(tmp_path / "v.txt"),
-                                    "--vocab_size", "60"])
+    job = vocab_job.VocabJob(input=str(corpus), output=str(tmp_path / "v.txt"), learner=LearnerConfig(vocab_size=60))
+    files = [str(corpus)]
     line = progress.ProgressLine("vocab", "lines", ("counted",), progress.input_bytes([str(corpus)]))
     assert line.total_bytes == size
     with progress.reporter(line, 3600, []) as reporter:  # the thread never prints: the test asks itself
         with beam.Pipeline(options=pipeline_options(["--direct_num_workers=1"])) as p:
-            vocab_job.build_pipeline(p, args, reporter.folder)
+            vocab_job.build_pipeline(p, job, files, clean_report.plan(job.cleaning, files), reporter.folder)
         final = reporter.report()
     assert f"read {progress.size(size)}/{progress.size(size)} (100%) 6,000 lines | counted 6,000 |" in final
     assert not os.path.exists(reporter.folder)

@@ -45,13 +45,13 @@ def corpus(tmp_path_factory):
 def run_vocab(corpus, out_dir, runner_args):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "vocab.txt")
-    assert vocab.run(["--input", corpus, "--output", out, "--vocab_size", "90", *runner_args]) == 0
+    assert vocab.main(["--input", corpus, "--output", out, "--vocab_size", "90", *runner_args]) == 0
     return out
 
 
 def run_data(model, corpus, vocab_path, out_dir, runner_args):
-    assert pretraining_data.run(["--model", model, "--input", corpus, "--vocab", vocab_path,
-                                 "--output_dir", str(out_dir), *JOBS[model], *runner_args]) == 0
+    assert pretraining_data.main(["--model", model, "--input", corpus, "--vocab", vocab_path,
+                                  "--output_dir", str(out_dir), *JOBS[model], *runner_args]) == 0
     return out_dir
 
 
@@ -130,8 +130,8 @@ DERIVED_BUCKETS = ["--max_seq_length", "32", "--max_predictions_per_seq", "5", "
 
 
 def run_derived(corpus, vocab_path, out_dir, runner_args):
-    assert pretraining_data.run(["--model", "bert", "--input", corpus, "--vocab", vocab_path,
-                                 "--output_dir", str(out_dir), *DERIVED_BUCKETS, *runner_args]) == 0
+    assert pretraining_data.main(["--model", "bert", "--input", corpus, "--vocab", vocab_path,
+                                  "--output_dir", str(out_dir), *DERIVED_BUCKETS, *runner_args]) == 0
     return json.load(open(os.path.join(out_dir, "metadata.json")))
 
 
@@ -168,11 +168,11 @@ def test_dask_bucket_count_from_the_documents_is_the_same_for_any_worker_count(m
 
 def test_dofns_pickle_again_after_setup(reference):
     """The Dask runner pickles a DoFn it has already set up (a side input evaluated inside a task)."""
-    from pipeline.example_makers import JobConfig, TokenizeDocuments
+    from pipeline.example_makers import ExampleConfig, TokenizeDocuments
     from preprocessing.vocabulary import Vocabulary
 
-    config = JobConfig(model="bert", vocab_tokens=Vocabulary.from_file(reference[0]).tokens, lower_case=True,
-                       max_seq_length=32)
+    config = ExampleConfig(model="bert", vocab_tokens=Vocabulary.from_file(reference[0]).tokens,
+                           lower_case=True, max_seq_length=32)
     fn = TokenizeDocuments(config)
     fn.setup()
     batch = [((0, i), SENTENCES[i:i + 2]) for i in range(3)]
@@ -246,8 +246,8 @@ def test_portable_runner_with_an_external_worker_pool_gives_the_same_bytes(corpu
         same_data(run_data("bert", corpus, vocab_path, tmp_path / "bert", portable), data["bert"])
         held = shutil.copy(corpus.replace("*", "0"), tmp_path / "heldout.txt")  # an --input file is refused there
         clean_args = ["--input", corpus, "--dedup", "all,key_ranges=3", "--decontaminate", str(held)]
-        assert clean.run([*clean_args, "--output_dir", str(tmp_path / "clean"), *portable]) == 0
-    assert clean.run([*clean_args, "--output_dir", str(tmp_path / "clean_ref"), "--runner", "FnApiRunner"]) == 0
+        assert clean.main([*clean_args, "--output_dir", str(tmp_path / "clean"), *portable]) == 0
+    assert clean.main([*clean_args, "--output_dir", str(tmp_path / "clean_ref"), "--runner", "FnApiRunner"]) == 0
     same_cleaned(tmp_path / "clean", tmp_path / "clean_ref")
 
 

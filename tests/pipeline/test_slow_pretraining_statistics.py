@@ -22,9 +22,9 @@ def corpus_run(tmp_path_factory, bert_vocab_path):
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert pretraining_data.run(["--model", "bert", "--input", PRETRAIN, "--vocab", bert_vocab_path,
-                                     "--output_dir", str(out), "--dupe_factor", "1", "--num_shards", "2",
-                                     "--runner", "FnApiRunner"]) == 0
+        assert pretraining_data.main(["--model", "bert", "--input", PRETRAIN, "--vocab", bert_vocab_path,
+                                      "--output_dir", str(out), "--dupe_factor", "1", "--num_shards", "2",
+                                      "--runner", "FnApiRunner"]) == 0
     counters = {m.group(1): int(m.group(2).replace(",", ""))
                 for m in re.finditer(r"^\s+(\w+)\s+([\d,]+)$", err.getvalue(), re.M)}
     ds = readers.make_dataset(str(out / "bert-*.tfrecord"), 512, shuffle=False, repeat=False)

@@ -63,8 +63,8 @@ def test_learned_vocabulary_quality_against_huggingface_trainer(tmp_path):
     from preprocessing.vocabulary import Vocabulary
 
     ours = tmp_path / "ours.txt"
-    assert vocab_job.run(["--input", PRETRAIN, "--output", str(ours), "--vocab_size", "30000",
-                          "--runner", "FnApiRunner"]) == 0
+    assert vocab_job.main(["--input", PRETRAIN, "--output", str(ours), "--vocab_size", "30000",
+                           "--runner", "FnApiRunner"]) == 0
     hf = BertWordPieceTokenizer(lowercase=True)
     hf.train_from_iterator((line for line in gzip.open(PRETRAIN, "rt", encoding="utf-8")),
                            vocab_size=30000, min_frequency=2, limit_alphabet=1000,

@@ -12,6 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline import vocab as vocab_job
 from pipeline.corpus_io import CorpusError, ReadCorpusLines, check_pattern
+from pipeline.word_counts import CountWords
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 from tests.conftest import ROOT
 
@@ -19,7 +20,7 @@ from tests.conftest import ROOT
 def test_count_words_uses_the_tokenizers_word_boundaries():
     with TestPipeline(runner="FnApiRunner") as p:
         counts = (p | beam.Create([["Hello, hello WORLD!", ""], ["Café 中文", "world"]])
-                  | vocab_job.CountWords(lower_case=True))
+                  | CountWords(lower_case=True))
         assert_that(counts, equal_to([("hello", 2), (",", 1), ("world", 2), ("!", 1), ("cafe", 1),
                                       ("中", 1), ("文", 1)]))
 
@@ -30,7 +31,7 @@ def test_reader_replaces_and_counts_invalid_utf8_and_reads_gzip(tmp_path):
         f.write(b"zipped\n")
     (tmp_path / "empty.txt").write_bytes(b"")
     p = TestPipeline(runner="FnApiRunner")
-    lines = p | ReadCorpusLines(str(tmp_path / "*"))
+    lines = p | ReadCorpusLines(check_pattern(str(tmp_path / "*")))
     assert_that(lines, equal_to(["good line", "bad \ufffd line", "zipped"]))
     result = p.run()
     result.wait_until_finish()
@@ -47,8 +48,8 @@ def test_job_end_to_end_writes_vocab_and_metadata(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat.\n\nThe dog sat on the log!\nThen they sat.\n" * 20)
     out = tmp_path / "vocab.txt"
-    code = vocab_job.run(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
-                          "--num_unused", "3", "--runner", "FnApiRunner"])
+    code = vocab_job.main(["--input", str(corpus), "--output", str(out), "--vocab_size", "60",
+                           "--num_unused", "3", "--runner", "FnApiRunner"])
     assert code == 0
     vocab = Vocabulary.from_file(str(out))
     assert vocab.tokens[:8] == SPECIAL_TOKENS + ("[unused0]", "[unused1]", "[unused2]")
@@ -67,5 +68,5 @@ def test_cli_errors_leave_no_output(tmp_path):
     assert out.returncode == 2 and b"no input files match" in out.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    assert vocab_job.run(["--input", str(empty), "--output", str(tmp_path / "v.txt"), "--runner", "FnApiRunner"]) == 2
+    assert vocab_job.main(["--input", str(empty), "--output", str(tmp_path / "v.txt"), "--runner", "FnApiRunner"]) == 2
     assert not (tmp_path / "v.txt").exists() and not list(tmp_path.glob("*.incomplete"))

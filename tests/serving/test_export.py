@@ -1,7 +1,8 @@
 """`serving.export` on tiny trained models of all three families: the exports reload in a fresh process with
 the Keras models' outputs, fine-tune through `hub.KerasLayer`, run under `saved_model_cli`, carry parseable
 warm-up records and a model_config_list, use only servable ops; bad input fails cleanly and leaves nothing
-half-written."""
+half-written; an export never lands in a model_dir, and a folder that is no model_dir is named by what it
+holds."""
 
 import json
 import os
@@ -259,6 +260,42 @@ def test_an_export_never_replaces_what_it_did_not_create(runs, tmp_path, capsys)
         assert _tree(out) == before and sorted(os.listdir(os.path.join(out, "serving", "gpt"))) == ["1"]
 
 
+def test_an_export_into_a_model_dir_is_refused_naming_it(tmp_path, capsys):
+    """Issue 46: `--export_dir` equal to a training model_dir wrote the export among its checkpoints."""
+    from tests.models.test_convert import random_model_dir
+
+    model_dir = random_model_dir(tmp_path / "md", "gpt", num_layers=1, hidden_size=8, num_heads=2, intermediate_size=32)
+    before = _tree(model_dir)
+    for more in ([], ["--overwrite"]):
+        assert export.main(["--model_dir", model_dir, "--export_dir", model_dir, *more]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: --export_dir {model_dir} holds a training model_dir of models.training.train "
+                              f"(config.json, checkpoint), not a serving.export run: give another --export_dir"), err
+        assert len(err.splitlines()) == 1
+    assert _tree(model_dir) == before
+
+
+def test_a_model_dir_whose_config_is_not_ours_is_named_by_what_it_holds(tmp_path, capsys):
+    """Issue 46: a model_dir whose config.json `models.convert --to hf_bert` had replaced gave `error: 'model'`."""
+    from tests.models.test_convert import random_model_dir
+
+    model_dir = random_model_dir(tmp_path / "md", "bert", num_layers=1, hidden_size=8, num_heads=2,
+                                 intermediate_size=16)
+    (tmp_path / "md" / "config.json").write_text(json.dumps({"architectures": ["BertForPreTraining"],
+                                                             "model_type": "bert", "vocab_size": 40}))
+    assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: --model_dir {model_dir} holds a HuggingFace BERT checkpoint in the hf_bert format "
+                   f"(config.json, vocab.txt), not a model_dir of models.training.train or models.convert --from: "
+                   f"give a model_dir (models.convert --from FORMAT makes one of a checkpoint)"), err
+    (tmp_path / "md" / "config.json").write_text(json.dumps({"name": "something else"}))
+    assert export.main(["--model_dir", model_dir, "--export_dir", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --model_dir {model_dir} has a config.json that names no model family, not a "
+                          f"model_dir"), err
+    assert not (tmp_path / "e").exists()
+
+
 def test_export_flags_are_checked_before_the_model_loads(runs, tmp_path, capsys):
     model_dir = runs["gpt"][0]
     a_file = tmp_path / "file.txt"
@@ -405,9 +442,9 @@ def test_served_tokenization_equals_the_beam_jobs_on_real_text(tmp_path, bert_vo
     corpus = tmp_path / "doc.txt"
     corpus.write_text("\n".join(lines) + "\n")  # one document
     seq = 64
-    assert pretraining_data.run(["--input", str(corpus), "--vocab", bert_vocab_path, "--output_dir",
-                                 str(tmp_path / "gpt"), "--model", "gpt", "--max_seq_length", str(seq),
-                                 "--runner", "FnApiRunner"]) == 0
+    assert pretraining_data.main(["--input", str(corpus), "--vocab", bert_vocab_path, "--output_dir",
+                                  str(tmp_path / "gpt"), "--model", "gpt", "--max_seq_length", str(seq),
+                                  "--runner", "FnApiRunner"]) == 0
     files = sorted(str(p) for p in (tmp_path / "gpt").glob("gpt-*.tfrecord"))
     spec = {"input_ids": tf.io.FixedLenFeature([seq + 1], tf.int64)}
     beam = {tuple(tf.io.parse_single_example(r, spec)["input_ids"].numpy()) for r in tf.data.TFRecordDataset(files)}

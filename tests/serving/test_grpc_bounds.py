@@ -3,7 +3,8 @@ values do not match its declared shape is refused INVALID_ARGUMENT before any ar
 `tf.make_ndarray` repeats a short list's last value up to the shape, so 35 bytes became 20,000,000 rows);
 the elements of one Predict are capped (`--max_elements_per_request`); a REST request framed two ways
 (Content-Length and chunked) is refused and its connection closed; an export dir as `--model_base_path` is
-named as one; the client says in one line that its `--json` file or its server is not there."""
+named as one, and so is its `serving/` folder (issue 46), each with the base path to give; the client says
+in one line that its `--json` file or its server is not there."""
 
 import json
 import socket
@@ -123,6 +124,22 @@ def test_an_export_dir_as_model_base_path_is_named(tmp_path, capsys):
     assert err == (f"error: --model_base_path {export} is an export dir of serving.export, not a model's base path "
                    f"(no version folders in it): give --model_base_path {export / 'serving' / 'bert'} or "
                    f"--model_config_file {export / 'serving' / 'models.config'}\n")
+
+
+def test_the_serving_folder_of_an_export_as_model_base_path_is_named(tmp_path, capsys):
+    """`<export>/serving` holds model folders, not version folders: the hint names the model's base path."""
+    serving = tmp_path / "export" / "serving"
+    (serving / "bert" / "1").mkdir(parents=True)
+    (serving / "bert" / ".1.incomplete").mkdir()
+    (serving / "notes").mkdir()
+    for config in (False, True):
+        if config:
+            (serving / "models.config").write_text("model_config_list {}\n")
+        assert server_cli.main(["--model_base_path", str(serving), "--rest_api_port", "0", "--port", "0"]) == 2
+        assert capsys.readouterr().err == (
+            f"error: --model_base_path {serving} is a folder of models' base paths, not a model's base path (no "
+            f"version folders in it): give --model_base_path {serving / 'bert'}"
+            + (f" or --model_config_file {serving / 'models.config'}" if config else "") + "\n")
 
 
 def test_the_client_says_in_one_line_what_is_missing(tmp_path, capsys):

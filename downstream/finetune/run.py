@@ -1,0 +1,108 @@
+"""`finetune(job)`: the Python API of `python -m downstream.finetune`, and the story of one run. It checks
+the job (the task files, the output folder, the module's folder) before anything loads, exports a
+`model_dir` to a temporary folder, reads and encodes the task's data, builds the task's head over the
+module, trains it, scores it against the trivial baseline and writes the output folder (`outputs.py`).
+Everything that differs by task is the task object's (`tasks.py`), looked up here once.
+
+Example:
+    from downstream.finetune import FinetuneConfig, FinetuneJob, finetune
+
+    result = finetune(FinetuneJob(task="classify", module="export/bert", train="train.tsv", eval="dev.tsv",
+                                  output_dir="out", config=FinetuneConfig(epochs=1)))
+    result.metrics["accuracy"], result.serving  # the eval accuracy, out/serving/1
+"""
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from commands import overwrite
+from commands.user_errors import UserError
+from downstream import module as module_lib
+from downstream.finetune import evaluation
+from downstream.finetune import outputs
+from downstream.finetune import task_data
+from downstream.finetune import tasks
+from downstream.finetune import training
+from downstream.finetune.job import FinetuneJob
+
+
+def finetune(job: FinetuneJob, log=print) -> outputs.FinetuneResult:
+    """Runs `job`: fine-tunes, evaluates and writes `job.output_dir`; `log` takes the progress lines.
+
+    Raises `UserError` (one line, naming the file, flag or setting) for bad task data, a bad output folder or
+    module, or a task the module's family cannot take, before anything is written; and
+    `serving.export.cli.ExportError` when `job.model_dir` does not export."""
+    earlier = check_job(job)
+    task = tasks.get(job.task)
+    with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
+        module_path = job.module or _export(job.model_dir, scratch)
+        return outputs.write(job.output_dir, _fine_tune(job, task, module_path, log), earlier)
+
+
+def check_job(job: FinetuneJob) -> overwrite.Plan:
+    """The checks that need the file system, in the order the command has always made them; returns what
+    `--overwrite` will remove (`outputs.check_output_dir`)."""
+    task_data.check_file("--train", job.train)
+    task_data.check_file("--eval", job.eval)
+    earlier = outputs.check_output_dir(job.output_dir, job.overwrite, job.source)
+    if job.model_dir and not os.path.isdir(job.model_dir):
+        raise UserError(f"--model_dir {job.model_dir}: no such folder")
+    if job.module and not os.path.isdir(job.module):
+        raise UserError(f"--module {job.module}: no such folder (give an export dir or a hub module dir)")
+    return earlier
+
+
+def _export(model_dir: str, scratch: str) -> str:
+    from serving.export import cli as export
+
+    export.export(model_dir, scratch, log=lambda *_: None)
+    return scratch
+
+
+def _fine_tune(job: FinetuneJob, task: tasks.FinetuneTask, module_path: str, log) -> outputs.Finetuned:
+    """Reads, encodes, trains and scores; the data's errors come first, then the module's."""
+    import tensorflow as tf
+
+    config = job.config
+    tf.keras.utils.set_random_seed(config.seed)
+    train_examples = read_examples(task, job.train, config, subsample=True, log=log)
+    eval_examples = read_examples(task, job.eval, config, subsample=False, log=log)
+    labels = task.labels(train_examples)
+    task.check_eval(eval_examples, labels, job.eval)
+    backbone = module_lib.ExportedModule.load(module_path)
+    tasks.check_module(task, backbone)
+    config = config.resolved(backbone.kind)
+    started = time.time()
+    train_encoded = task.encode(backbone, train_examples, labels, config, training=True)
+    eval_encoded = task.encode(backbone, eval_examples, labels, config, training=False)
+    log(f"{backbone.kind} {task.name}: {len(train_examples)} training examples, {len(eval_examples)} eval "
+        f"examples, encoded in {time.time() - started:.1f}s")
+    model = task.build_model(backbone, max(len(labels), 1), config, train_encoded.sequences,
+                             task.task_words(backbone, train_examples, config))
+    trained = training.fit(model, task, train_encoded, config, log)
+    metrics, predictions = evaluation.evaluate(task, model, eval_encoded, eval_examples, train_examples, labels,
+                                               config)
+    metrics.update(task=task.name, module=backbone.kind, module_path=os.path.abspath(backbone.path),
+                   train_examples=len(train_examples), eval_examples=len(eval_examples),
+                   train_rows=train_encoded.rows, steps=trained.steps, epochs=config.epochs,
+                   train_seconds=round(trained.seconds, 1), losses=trained.losses, train_module=config.train_module)
+    return outputs.Finetuned(task, backbone, model, labels, config, metrics, predictions,
+                             task.fallback_tag(train_examples))
+
+
+def read_examples(task: tasks.FinetuneTask, path: str, config, subsample: bool, log=print) -> list:
+    """The task file's examples; a warning for lines read as their first MiB; with `subsample`, at most
+    `config.max_train_examples` of them (a seeded choice, in file order)."""
+    cut = []
+    examples = task.read(path, config, cut)
+    if cut:
+        shown = ", ".join(map(str, cut[:3])) + (", ..." if len(cut) > 3 else "")
+        log(f"warning: {path}: {len(cut)} line(s) over the {task_data.MAX_LINE_BYTES >> 20} MiB line limit "
+            f"were read as their first MiB only (line {shown})")
+    if subsample and config.max_train_examples and len(examples) > config.max_train_examples:
+        order = np.random.default_rng(config.seed).permutation(len(examples))[:config.max_train_examples]
+        examples = [examples[i] for i in sorted(order)]
+    return examples
