@@ -21,7 +21,8 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 # `make test-under-load`: the same suite beside HOGS busy processes (a shared CI machine, or a laptop doing
 # other work); the tests wait on conditions, not on fixed sleeps, so it should pass all the same, only slower.
-# Each test's time budget (tests/conftest.py) stretches by the cores' share lost: 1 + HOGS / 2 (on 2 cores).
+# Each test's budget (tests/conftest.py) counts its own CPU-seconds, not wall time, so the budgets hold as they
+# are: the hogs take wall time from the tests, not work.
 HOGS ?= 2
 
 .PHONY: demo test test-under-load bench clean
@@ -45,7 +46,7 @@ test-under-load: $(STAMP)
 	@hogs=""; for i in $$(seq $(HOGS)); do sh -c 'while :; do :; done' & hogs="$$hogs $$!"; done; \
 	echo "test-under-load: $(HOGS) busy processes:$$hogs"; \
 	trap 'kill $$hogs 2>/dev/null' EXIT INT TERM; \
-	TEST_BUDGET_SCALE=$$(awk "BEGIN { print 1 + $(HOGS) / 2 }") $(MAKE) --no-print-directory test
+	$(MAKE) --no-print-directory test
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.tokenization

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 
+from demo import processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project root
 
 # What TensorFlow's C++ side prints at start-up on a CPU machine, before its logging is configured (so
@@ -67,10 +69,10 @@ def child_env() -> dict:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONWARNINGS=warnings)
 
 
-def popen(cmd: list[str]) -> subprocess.Popen:
-    """Starts `cmd` from the project root, stdout piped to the caller (stderr: ours)."""
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env=child_env())
+def child(cmd: list[str]):
+    """Context manager: `cmd` started from the project root (`demo.processes.child`: stopped with the demo),
+    its stdout piped to the caller as text (stderr: ours)."""
+    return processes.child(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=child_env())
 
 
 def say(line: str, sink: list | None = None) -> None:
@@ -84,15 +86,15 @@ def say(line: str, sink: list | None = None) -> None:
 def run(cmd: list[str], echo: bool = True, sink: list | None = None) -> str:
     """Runs `cmd` to the end, echoing its stdout as it comes (but its closing JSON line; into `sink` if
     given); returns the stdout. Raises CalledProcessError on a non-zero exit."""
-    if echo:
-        say("$ " + " ".join(cmd), sink)
     lines = []
-    proc = popen(cmd)
-    for line in proc.stdout:
-        lines.append(line)
-        if echo and not line.startswith("{"):
-            say("  " + line.rstrip(), sink)
-    proc.wait()
+    with child(cmd) as proc:
+        if echo:
+            say("$ " + " ".join(cmd), sink)
+        for line in proc.stdout:
+            lines.append(line)
+            if echo and not line.startswith("{"):
+                say("  " + line.rstrip(), sink)
+        proc.wait()
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
     return "".join(lines)
@@ -105,17 +107,17 @@ def run_all(cmds: list[list[str]], width: int = 2, sink: list | None = None) -> 
     import concurrent.futures
 
     def one(cmd):
-        done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                              env=child_env())
-        return cmd, done
+        with child(cmd) as proc:
+            stdout, _ = proc.communicate()
+        return cmd, proc.returncode, stdout
 
     outputs, failed = [], None
     with concurrent.futures.ThreadPoolExecutor(width) as pool:
-        for cmd, done in pool.map(one, cmds):
+        for cmd, status, stdout in pool.map(one, cmds):
             say("$ " + " ".join(cmd) + "".join(
-                "\n  " + line for line in done.stdout.splitlines() if not line.startswith("{")), sink)
-            outputs.append(done.stdout)
-            failed = failed or (done.returncode and subprocess.CalledProcessError(done.returncode, cmd))
+                "\n  " + line for line in stdout.splitlines() if not line.startswith("{")), sink)
+            outputs.append(stdout)
+            failed = failed or (status and subprocess.CalledProcessError(status, cmd))
     if failed:
         raise failed
     return outputs

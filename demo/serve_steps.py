@@ -82,8 +82,7 @@ def serve_and_query(bases: dict, config_path: str) -> dict:
     cmd = [sys.executable, "-m", "serving.server", "--model_config_file", config_path, "--rest_api_port", "0",
            "--port", "0"]
     print("$ " + " ".join(cmd), flush=True)
-    server = commands.popen(cmd)
-    try:
+    with commands.child(cmd) as server:  # stopped (SIGTERM, then waited for) when the block ends
         url = None
         for line in server.stdout:
             print("  server: " + line.rstrip(), flush=True)
@@ -94,9 +93,6 @@ def serve_and_query(bases: dict, config_path: str) -> dict:
         if url is None:
             raise RuntimeError(f"the server exited with status {server.wait()} before serving")
         return _query(RestClient(url), url, [name for name in ("bert", "minilm") if name in bases])
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def evaluate_polysemy(exported: dict, senses: str, pairs: str | None, out_dir: str, sink: list | None = None) -> dict:

