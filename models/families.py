@@ -129,8 +129,8 @@ def restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -
 def _mismatch(path: str, reason: str) -> CheckpointMismatchError:
     return CheckpointMismatchError(
         f"{path} does not hold every weight of the model that config.json describes ({reason}). It was "
-        f"written by another model, or (a biLM) by a version of this project from before 2026-11-30 whose "
-        f"checkpoints miss the character CNN and LSTM layers: retrain it")
+        f"written by another model, or it is a biLM checkpoint without the weights of its character CNN and "
+        f"LSTM layers (these cannot be restored): retrain it")
 
 
 def load_model(model_dir: str, checkpoint: str | None = None):
