@@ -35,3 +35,38 @@ def test_mean_and_standard_error_over_seeds():
 def test_the_best_contextual_layer_leaves_the_static_one_out():
     summary = {"layers": {"embeddings": 0.45, "layer_1": 0.33, "sum_last4": 0.36}, "static_layer": "embeddings"}
     assert vector_parity.best_contextual(summary) == 0.36
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["bert", "gpt"])
+def test_a_keras_hub_peer_moves_into_our_model_dir_exactly(kind, tmp_path):
+    """The vector benchmark scores a peer through our export: our model with the peer's weights must compute
+    the peer's outputs (the check `write_model_dir` makes before it writes), here on weights perturbed away from
+    their initial values, and the model_dir it writes loads as ours."""
+    import dataclasses
+
+    import numpy as np
+
+    from benchmarks.peers import keras_hub_models
+    from models import families
+
+    c = dataclasses.replace(families.preset_config(kind, f"{kind}_tiny", vocab_size=60), dropout=0.0,
+                            max_position_embeddings=32)
+    peer = keras_hub_models.peer_model(kind, c, "untied")
+    rng = np.random.default_rng(0)
+    for w in peer.weights:
+        w.assign(w.numpy() + rng.normal(0, 0.05, w.shape))
+    ids = rng.integers(1, 60, (2, 16)).astype("int32")
+    sample = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if kind == "bert":
+        sample.update(segment_ids=np.zeros_like(ids), mask_positions=np.array([[1, 2], [3, 4]], "int32"))
+    data = {"train_data": "x", "max_seq_length": 16, "max_predictions_per_seq": 2 if kind == "bert" else None,
+            "lower_case": True, "vocab_size": 60, "vocab_sha256": "0", "special_ids": {}}
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(f"w{i}" for i in range(60)) + "\n")
+    model_dir = str(tmp_path / "peer")
+    difference = keras_hub_models.write_model_dir(kind, peer, keras_hub_models.our_config(kind, c, "untied"), data,
+                                                   str(vocab), model_dir, sample)
+    assert difference < 1e-5
+    _, _, saved = families.load_model(model_dir)
+    assert saved["model_config"].normalize_first == (kind == "gpt") and not saved["model_config"].tie_output
