@@ -132,7 +132,8 @@ def artefact_rows(s: dict) -> list[tuple]:
         rows.append((f"6 {name} TFRecords", size(os.path.join(s["data"], name)), f"{n:,} examples",
                      os.path.join(s["data"], name)))
     figures = {"bert": lambda r: f"MLM acc {r['mlm_accuracy']:.3f} (most frequent token "
-                                 f"{r['baseline']['most_frequent_accuracy']:.3f}), NSP acc {r['nsp_accuracy']:.3f}",
+                                 f"{r['baseline']['most_frequent_accuracy']:.3f})"
+                                 + (f", NSP acc {r['nsp_accuracy']:.3f}" if "nsp_accuracy" in r else ""),
                "gpt": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})",
                "bilm": lambda r: f"perplexity {r['perplexity']:.1f} (unigram {r['baseline']['unigram_perplexity']:.1f})"}
     for name, run in s["runs"].items():
