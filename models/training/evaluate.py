@@ -47,6 +47,8 @@ class EvaluateJob:
       steps: batches to evaluate (default: every full batch).
       batch_size: default: the training batch size.
       strategy, tpu: as `TrainJob`'s.
+
+    Raises `UserError` for an unknown strategy.
     """
 
     model_dir: str
@@ -56,10 +58,12 @@ class EvaluateJob:
     strategy: str = "auto"
     tpu: str | None = None
 
-    def check(self) -> None:
-        """Ranges and paths, before any model is built; raises `UserError`."""
+    def __post_init__(self):
         if self.strategy not in STRATEGIES:
             raise UserError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
+
+    def check(self) -> None:
+        """Ranges and paths, before any model is built; raises `UserError`."""
         if self.steps is not None:
             check_range("--steps", self.steps, 1)
         if self.batch_size is not None:
