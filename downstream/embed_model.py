@@ -30,6 +30,7 @@ from apache_beam.ml.inference.base import ModelHandler
 
 NAMESPACE = "embed"
 BAD_LINES = ("truncate", "skip")
+DEFAULT_CHOICES = ("last",)
 
 
 def _give_beam_the_resource_module() -> None:
@@ -56,7 +57,7 @@ class EmbedConfig:
     `bad_lines`: truncate|skip (see `downstream.embed`); `batch_size`: lines per model call; `strict_utf8`:
     drop lines of invalid UTF-8 instead of embedding them with U+FFFD in place of the bad bytes."""
     module: str
-    choices: tuple[str, ...]
+    choices: tuple[str, ...] = DEFAULT_CHOICES
     pool: str = "none"
     weights: tuple[float, ...] | None = None
     bad_lines: str = "truncate"
@@ -157,7 +158,8 @@ class EmbeddingHandler(ModelHandler):
         return LoadedEncoder(ModuleEncoder(self.config.module), load_id)
 
     def run_inference(self, batch, model: LoadedEncoder, inference_args=None) -> list[Embedded]:
-        from downstream.features import choice_vectors, split_words
+        from downstream.features import choice_vectors
+        from downstream.words import split_words
 
         config, lines = self.config, list(batch)
         full = split_words([line.text for line in lines])

@@ -30,17 +30,25 @@ The last stdout line is one JSON object: `layers` (name -> accuracy), `layers_ce
 `best_layer`, `accuracy`, `baseline`,
 `baseline_loo`, `chance`, `static_layer`, `static_accuracy`, `lemmas`, `occurrences`, and with `--pairs`
 `wic_accuracy` (the best layer's), `wic_layers`, `wic_threshold`, `wic_majority`, `wic_pairs`.
+
+The same from Python is one call on a `SensesJob`, whose fields are the flags; it prints the same report,
+writes the same PNG and returns a `SensesResult` (`summary` is the JSON line):
+
+    result = run(SensesJob(module="export/bert", data="wordnet_senses.jsonl.gz", examples=("bank",)))
+    result.summary["best_layer"], result.summary["accuracy"]
 """
 
 import argparse
 import collections
 import csv
+import dataclasses
 import gzip
 import json
 import sys
 
 import numpy as np
 
+from commands.user_errors import UserError, check_range, exit_status, require_file
 from preprocessing.stable_random import stable_fraction
 
 TIE = 1e-6
@@ -260,8 +268,74 @@ def print_report(summary: dict) -> None:
               f"{summary['wic_pairs']['test']} held-out pairs; majority class {summary['wic_majority']:.4f}")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+@dataclasses.dataclass(frozen=True)
+class SensesJob:
+    """One run of `python -m downstream.evaluate_senses`; the fields are the flags.
+
+    Args:
+      module: an export dir, or its `hub/encoder` (BERT) or `hub/module` (GPT, biLM).
+      data: sense-labelled sentences (`.jsonl[.gz]`: `sentence`, `start`, `end`, `lemma`, `synset`, `lexname`).
+      pairs: WiC-style pairs (`.tsv[.gz]`), for the `wic_*` figures.
+      png: write a 2-D PCA projection of one word's occurrences here; png_word: that word (default: the first
+        of `examples` in the data).
+      examples: words to print nearest neighbours for.
+      batch_size: sentences per model call.
+    """
+
+    module: str
+    data: str
+    pairs: str | None = None
+    png: str | None = None
+    png_word: str | None = None
+    examples: tuple[str, ...] = ("bank", "play", "plant")
+    batch_size: int = 64
+
+    def check(self) -> None:
+        """The files and ranges, before the module loads; raises `UserError`."""
+        require_file("--data", self.data)
+        if self.pairs:
+            require_file("--pairs", self.pairs)
+        check_range("--batch_size", self.batch_size, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SensesResult:
+    """The evaluation's figures (`summary`: the command's last line) and the PNG it drew (`png`, of `png_word`),
+    if one was asked for."""
+
+    summary: dict
+    png: str | None = None
+    png_word: str | None = None
+
+
+def run(job: SensesJob) -> SensesResult:
+    """Embeds every occurrence, prints the command's report (per-layer table, nearest neighbours of the
+    examples) and draws the PNG; raises `UserError` (no module there, a missing file, a `png_word` without
+    occurrences of >= 2 senses) with the command's message."""
+    from downstream.features import ModuleEncoder
+
+    job.check()
+    rows = read_senses(job.data)
+    pairs = read_pairs(job.pairs) if job.pairs else None
+    result = evaluate(ModuleEncoder(job.module), rows, pairs, job.batch_size)
+    summary, groups = result["summary"], result["groups"]
+    best = summary["best_layer"]
+    print_report(summary)
+    for lemma in job.examples:
+        print_neighbours(result["rows"], result["vectors"][best], groups, lemma, best)
+    if not job.png:
+        return SensesResult(summary)
+    word = job.png_word or next((w for w in job.examples if w in groups), None) or next(iter(groups))
+    if word not in groups:
+        raise UserError(f"--png_word {word!r} has no occurrences with >= 2 senses")
+    draw_projection(job.png, result["rows"], result["vectors"][best], groups[word], word, best)
+    print(f"\nwrote {job.png} ({word}, {best})")
+    return SensesResult(summary, job.png, word)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m downstream.evaluate_senses",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="an export dir, or its hub/encoder or hub/module")
     parser.add_argument("--data", required=True, help="sense-labelled sentences (.jsonl[.gz])")
     parser.add_argument("--pairs", help="WiC-style pairs (.tsv[.gz])")
@@ -269,27 +343,22 @@ def main(argv=None) -> int:
     parser.add_argument("--png_word", help="the word to draw (default: the first example word in the data)")
     parser.add_argument("--examples", default="bank,play,plant", help="words to print nearest neighbours for")
     parser.add_argument("--batch_size", type=int, default=64)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from downstream.features import ModuleEncoder
 
-    rows = read_senses(args.data)
-    pairs = read_pairs(args.pairs) if args.pairs else None
-    result = evaluate(ModuleEncoder(args.module), rows, pairs, args.batch_size)
-    summary, groups = result["summary"], result["groups"]
-    best = summary["best_layer"]
-    print_report(summary)
-    examples = [w for w in args.examples.split(",") if w]
-    for lemma in examples:
-        print_neighbours(result["rows"], result["vectors"][best], groups, lemma, best)
-    if args.png:
-        word = args.png_word or next((w for w in examples if w in groups), None) or next(iter(groups))
-        if word not in groups:
-            print(f"error: --png_word {word!r} has no occurrences with >= 2 senses", file=sys.stderr)
-            return 2
-        draw_projection(args.png, result["rows"], result["vectors"][best], groups[word], word, best)
-        print(f"\nwrote {args.png} ({word}, {best})")
-    print(json.dumps(summary))
+def job_from_args(args) -> SensesJob:
+    return SensesJob(module=args.module, data=args.data, pairs=args.pairs, png=args.png, png_word=args.png_word,
+                     examples=tuple(w for w in args.examples.split(",") if w), batch_size=args.batch_size)
+
+
+def main(argv=None) -> int:
+    """`python -m downstream.evaluate_senses`: parse, build the job, run it; the summary as the last line."""
+    args = parse_args(argv)
+    try:
+        result = run(job_from_args(args))
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e)
+    print(json.dumps(result.summary))
     return 0
 
 

@@ -9,7 +9,8 @@ per-word vectors for every hidden layer, lowest first:
 | GPT `hub/module` | `embeddings` (`embedding_output`), `layer_1`..`layer_L` (`layer_outputs`) | |
 | biLM `hub/module` | `word_emb` (doubled to the LSTM width, as ELMo's mix does: `models.scalar_mix.elmo_layers`), `lstm_outputs1`, ... | `elmo` |
 
-Words are BERT's basic-tokenizer words (`preprocessing.basic_tokenizer`, the splitter every export uses).
+Words are BERT's basic-tokenizer words (`preprocessing.basic_tokenizer`, the splitter every export uses;
+`downstream.words` splits texts into them, bounded in time and memory).
 A word's vector is the mean of its word pieces' vectors (BERT, GPT); the biLM is word-level already. GPT
 sees each sentence as a document start (after `[SEP]`, as in pretraining) and only its left context.
 Character spans map to the words they overlap (`span_words`), counted with the same splitter, so
@@ -28,136 +29,33 @@ of its words' vectors):
 words are rows `row_splits[s]:row_splits[s+1]`), `words`, `sentences`. `.tfrecord`: one `tf.train.Example`
 per sentence with `text`, `words`, and per choice `features/<choice>` (flattened `[W, D]` or `[D]`);
 a sidecar `<output>.json` records the module, choices, dimensions and pooling for both formats.
+
+The same from Python is one call on a `FeaturesJob`, whose fields are the flags; it writes the same files and
+returns a `FeaturesResult` (what the sidecar holds):
+
+    result = run(FeaturesJob(module="export/bert", input="corpus.txt", output="feats.npz",
+                             choices=("last", "sum_last4"), pool="mean"))
+    result.dims["last"], result.sentences
 """
 
 import argparse
 import dataclasses
 import json
-import re
 import sys
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported graphs use)
 
+from commands.user_errors import UserError, check_range, exit_status
 from downstream.module import ExportedModule
+from downstream.words import span_words, split_words
 from models.scalar_mix import elmo_layers
-from preprocessing.basic_tokenizer import BasicTokenizer
 
 LAYER_CHOICES = ("embeddings", "last", "second_to_last", "sum_last4", "concat_last4", "weighted_all")
-SPLITTER = BasicTokenizer(lower_case=False)  # cased: words keep their case; the modules normalize
-UNCASED_SPLITTER = BasicTokenizer(lower_case=True)
-
-
-MAX_LINE_BYTES = 1 << 20  # of a text, only the first MiB is ever split (as `pipeline.corpus_io` reads lines)
-SLICE_BYTES = 1024  # a longer text is split slice by slice (see `split_words`)
-SLICES_PER_CALL = 64
-_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]")
-_NOT_WORD_CHAR = re.compile(rb"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]")  # ASCII but letters and digits
-
-
-def _split(texts: list[str]) -> list[list[str]]:
-    words = SPLITTER.split_words(SPLITTER.normalize(tf.constant(texts)))
-    return [[w.decode("utf-8") for w in row] for row in words.to_list()]
-
-
-def text_slices(text: str, size: int = SLICE_BYTES) -> tuple[list[str], bool]:
-    """`(slices, cut)`: the text's first `MAX_LINE_BYTES` (`cut`: there was more) as consecutive slices of at
-    most `size` UTF-8 bytes, each ending after an ASCII space where the window has one, else after an ASCII
-    punctuation character, else at a character boundary. Splitting the slices one by one gives the words of
-    the whole: the splitter splits at spaces and around punctuation anyway; only a run of more than `size`
-    bytes with neither (a "word" far over the 100-character word limit, which becomes `[UNK]` either way) is
-    split in two."""
-    data = text.encode("utf-8")
-    cut = len(data) > MAX_LINE_BYTES
-    if cut:
-        end = MAX_LINE_BYTES
-        while end and (data[end] & 0xC0) == 0x80:  # back to a character boundary
-            end -= 1
-        data = data[:end]
-    slices, start = [], 0
-    while start < len(data):
-        end = min(start + size, len(data))
-        if end < len(data):
-            window = data[start:end]
-            boundary = max((m.end() for m in _SPACE.finditer(window)), default=0) or \
-                max((m.end() for m in _NOT_WORD_CHAR.finditer(window)), default=0)
-            if boundary:
-                end = start + boundary
-            else:
-                while end > start + 1 and (data[end] & 0xC0) == 0x80:
-                    end -= 1
-        slices.append(data[start:end].decode("utf-8"))
-        start = end
-    return slices, cut
-
-
-def window_text(text: str, max_words: int, lower_case: bool = False) -> str:
-    """The shortest prefix of `text` (whole slices, `text_slices`) that holds more than `max_words` words (or
-    all of its first MiB): what a model that reads at most `max_words` words (every word has a piece) needs
-    of it, with the same words. What fine-tuning gives its module's tokenizer, which splits a whole text at
-    once (`split_words` says why that matters for a long one). `lower_case`: the module's (accent stripping
-    deletes marks that a cased split counts as words)."""
-    if len(text) * 4 <= SLICE_BYTES or len(text.encode("utf-8")) <= SLICE_BYTES:
-        return text
-    split = _split if not lower_case else _split_uncased
-    slices, words, start, step = text_slices(text)[0], 0, 0, 1
-    while start < len(slices) and words <= max_words:
-        words += sum(len(row) for row in split(slices[start:start + step]))
-        start, step = start + step, min(2 * step, SLICES_PER_CALL)
-    return "".join(slices[:start])
-
-
-def word_bytes_cut(word: str) -> str:
-    """A given word (a CoNLL token) cut to its first slice (`text_slices`, at most `SLICE_BYTES`): far past
-    BERT's 100-character word limit already, and split whole it would cost words x bytes."""
-    return word if len(word) * 4 <= SLICE_BYTES else text_slices(word)[0][0] if word else word
-
-
-def _split_uncased(texts: list[str]) -> list[list[str]]:
-    words = UNCASED_SPLITTER.split_words(UNCASED_SPLITTER.normalize(tf.constant(texts)))
-    return [[w.decode("utf-8") for w in row] for row in words.to_list()]
-
-
-def split_words(texts: list[str], max_words: int | None = None) -> list[list[str]]:
-    """The basic tokenizer's words (case kept), as every export splits them, of each text's first MiB.
-
-    With `max_words`, a text's words are split only until more than `max_words` are known (the caller keeps
-    what its window reads): the rest of a long line is never split. Time and memory grow linearly with the
-    text: the splitter's own memory grows with words x bytes of what one call splits (it repeats each text
-    once per word), so a text over `SLICE_BYTES` is split in slices (`text_slices`), 1, 2, 4, ... and then
-    `SLICES_PER_CALL` at a time (a 40k-word line took +6.5 GB when split whole)."""
-    if not texts:
-        return []
-    short = [i for i, t in enumerate(texts) if len(t) * 4 <= SLICE_BYTES or len(t.encode("utf-8")) <= SLICE_BYTES]
-    out = dict(zip(short, _split([texts[i] for i in short]))) if short else {}
-    for i in (i for i in range(len(texts)) if i not in out):
-        slices, words, start, step = text_slices(texts[i])[0], [], 0, 1
-        while start < len(slices) and (max_words is None or len(words) <= max_words):
-            words.extend(w for row in _split(slices[start:start + step]) for w in row)
-            start, step = start + step, min(2 * step, SLICES_PER_CALL)  # few slices first: a window is small
-        out[i] = words
-    return [out[i] for i in range(len(texts))]
-
-
-def span_words(texts: list[str], spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """For each text, the words `[first, last)` that overlap its characters `[start, end)`.
-
-    Counts the splitter's words in prefixes: a span boundary inside a word (the prefix and the rest together
-    have one word more than the text) puts that word in the span.
-    """
-    parts = [p for t, (s, e) in zip(texts, spans) for p in (t[:s], t[:e], t[s:], t)]
-    counts = [len(w) for w in split_words(parts)]
-    out = []
-    for i, (text, (start, end)) in enumerate(zip(texts, spans)):
-        head, upto, tail, whole = counts[4 * i:4 * i + 4]
-        first = head - 1 if head + tail > whole else head
-        if upto <= first:
-            raise ValueError(f"span {start}:{end} ({text[start:end]!r}) covers no word of {text!r}")
-        out.append((first, upto))
-    return out
-
-
+DEFAULT_CHOICES = ("last", "second_to_last", "sum_last4", "concat_last4", "weighted_all", "embeddings")
+POOLS = ("none", "mean")
+OUTPUT_FORMATS = (".npz", ".tfrecord")
 def combine(hidden: np.ndarray, choice: str, weights: list[float] | None = None) -> np.ndarray:
     """`[K, ..., D]` hidden layers (lowest first) -> the `choice`'s `[..., D']`."""
     if choice == "embeddings":
@@ -322,8 +220,82 @@ def _write_tfrecord(path, sentences, encoded, features, pool):
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
+@dataclasses.dataclass(frozen=True)
+class FeaturesJob:
+    """One run of `python -m downstream.features`; the fields are the flags.
+
+    Args:
+      module: an export dir, or its `hub/encoder` (BERT) or `hub/module` (GPT, biLM).
+      input: a text file, one sentence a line (blank lines skipped).
+      output: `OUT.npz` or `OUT.tfrecord`; `OUT.<ext>.json` goes beside it.
+      choices: layer choices (`LAYER_CHOICES`, any hidden layer's name, `elmo` for the biLM): `--layers`.
+      pool: none (a vector per word) or mean (one per sentence, the mean of its words).
+      weights: `weighted_all`'s, one per hidden layer (default: equal).
+      batch_size: sentences per model call.
+    """
+
+    module: str
+    input: str
+    output: str
+    choices: tuple[str, ...] = DEFAULT_CHOICES
+    pool: str = "none"
+    weights: tuple[float, ...] | None = None
+    batch_size: int = 64
+
+    def check(self) -> None:
+        """What can be refused before the module loads; raises `UserError`."""
+        if self.pool not in POOLS:
+            raise UserError(f"--pool {self.pool}: use one of {', '.join(POOLS)}")
+        check_range("--batch_size", self.batch_size, 1)
+        if not self.output.endswith(OUTPUT_FORMATS):
+            raise UserError(f"--output must end in .npz or .tfrecord, got {self.output!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeaturesResult:
+    """What a features run wrote: `output` and its sidecar `<output>.json` (`summary()`, also the command's
+    last line): the module's family and hidden layers, the choices and their dimensions, the pooling and
+    weights, and how many sentences and words were encoded."""
+
+    output: str
+    module_kind: str
+    layer_names: tuple[str, ...]
+    choices: tuple[str, ...]
+    dims: dict
+    pool: str
+    weights: tuple[float, ...] | None
+    sentences: int
+    words: int
+
+    @property
+    def sidecar(self) -> str:
+        return self.output + ".json"
+
+    def summary(self) -> dict:
+        """The sidecar's content, under its fixed keys."""
+        return {"module_kind": self.module_kind, "layer_names": list(self.layer_names),
+                "choices": list(self.choices), "dims": self.dims, "pool": self.pool,
+                "weights": list(self.weights) if self.weights is not None else None,
+                "sentences": self.sentences, "words": self.words}
+
+
+def run(job: FeaturesJob) -> FeaturesResult:
+    """Reads `job.input`, encodes it with the module and writes `job.output` and its sidecar; raises `UserError`
+    (a missing or unreadable input, no module there, a layer choice the module lacks, weights of the wrong
+    count) with the message the command prints."""
+    job.check()
+    sentences = read_sentences(job.input)
+    try:
+        return write_features(ModuleEncoder(job.module), sentences, job.output, list(job.choices), job.pool,
+                              list(job.weights) if job.weights is not None else None, job.batch_size)
+    except ValueError as e:  # a ModuleError (a UserError), or a choice or weights the module cannot take
+        if isinstance(e, UserError):
+            raise
+        raise UserError(str(e)) from e
+
+
 def write_features(encoder: ModuleEncoder, sentences: list[str], output: str, choices: list[str],
-                   pool: str = "none", weights: list[float] | None = None, batch_size: int = 64) -> dict:
+                   pool: str = "none", weights: list[float] | None = None, batch_size: int = 64) -> FeaturesResult:
     """Encodes `sentences` and writes the `choices` to `output` (`.npz` or `.tfrecord`) and `<output>.json`."""
     unknown = [c for c in choices if c not in encoder.choices]
     if unknown:
@@ -339,55 +311,70 @@ def write_features(encoder: ModuleEncoder, sentences: list[str], output: str, ch
         _write_tfrecord(output, sentences, encoded, features, pool)
     else:
         raise ValueError(f"--output must end in .npz or .tfrecord, got {output!r}")
-    dims = {c: int(v[0].shape[-1]) if v else 0 for c, v in features.items()}
-    info = {"module_kind": encoder.kind, "layer_names": encoder.layer_names, "choices": choices, "dims": dims,
-            "pool": pool, "weights": weights, "sentences": len(sentences),
-            "words": int(sum(len(e.words) for e in encoded))}
-    with open(output + ".json", "w") as f:
-        json.dump(info, f, indent=2)
-    return info
+    result = FeaturesResult(output=output, module_kind=encoder.kind, layer_names=tuple(encoder.layer_names),
+                            choices=tuple(choices), dims={c: int(v[0].shape[-1]) if v else 0
+                                                          for c, v in features.items()},
+                            pool=pool, weights=tuple(weights) if weights is not None else None,
+                            sentences=len(sentences), words=int(sum(len(e.words) for e in encoded)))
+    with open(result.sidecar, "w") as f:
+        json.dump(result.summary(), f, indent=2)
+    return result
 
 
 def read_sentences(path: str) -> list[str]:
-    """The non-blank lines of `path`, stripped; `ValueError` naming `--input` for a folder, a missing or a
+    """The non-blank lines of `path`, stripped; `UserError` naming `--input` for a folder, a missing or a
     non-UTF-8 file."""
     import os
 
     if not os.path.exists(path):
-        raise ValueError(f"--input {path}: no such file")
+        raise UserError(f"--input {path}: no such file")
     if os.path.isdir(path):
-        raise ValueError(f"--input {path} is a folder; give a text file, one sentence a line")
+        raise UserError(f"--input {path} is a folder; give a text file, one sentence a line")
     try:
         with open(path, encoding="utf-8") as f:
             return [line.strip() for line in f if line.strip()]
     except UnicodeDecodeError as e:
-        raise ValueError(f"--input {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise UserError(f"--input {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
-        raise ValueError(f"--input {path} cannot be read ({e.strerror})") from None
+        raise UserError(f"--input {path} cannot be read ({e.strerror})") from None
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m downstream.features", description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="an export dir, or its hub/encoder or hub/module")
     parser.add_argument("--input", required=True, help="text file, one sentence a line (blank lines skipped)")
     parser.add_argument("--output", required=True, help="OUT.npz or OUT.tfrecord")
-    parser.add_argument("--layers", default="last,second_to_last,sum_last4,concat_last4,weighted_all,embeddings",
+    parser.add_argument("--layers", default=",".join(DEFAULT_CHOICES),
                         help="comma-separated layer choices (also any hidden layer's name, and elmo for the biLM)")
-    parser.add_argument("--pool", choices=("none", "mean"), default="none",
+    parser.add_argument("--pool", choices=POOLS, default="none",
                         help="none: a vector per word; mean: per sentence, the mean of its words")
     parser.add_argument("--weights", default=None, help="weighted_all's weights, one per hidden layer")
     parser.add_argument("--batch_size", type=int, default=64)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def parse_weights(text: str | None) -> tuple[float, ...] | None:
+    """`--weights 0.2,0.3,0.5` -> the numbers; `UserError` for text that is not numbers."""
     try:
-        sentences = read_sentences(args.input)
-        weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-        encoder = ModuleEncoder(args.module)
-        info = write_features(encoder, sentences, args.output, args.layers.split(","), args.pool, weights,
-                              args.batch_size)
-    except ValueError as e:  # ModuleError, bad layer choices, an unreadable input: one line
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(info))
+        return tuple(float(w) for w in text.split(",")) if text else None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def job_from_args(args) -> FeaturesJob:
+    return FeaturesJob(module=args.module, input=args.input, output=args.output,
+                       choices=tuple(args.layers.split(",")), pool=args.pool, weights=parse_weights(args.weights),
+                       batch_size=args.batch_size)
+
+
+def main(argv=None) -> int:
+    """`python -m downstream.features`: parse, build the job, run it; the sidecar's content as the last line."""
+    args = parse_args(argv)
+    try:
+        result = run(job_from_args(args))
+    except Exception as e:  # noqa: BLE001 - user errors (no module there, bad layer choices, an unreadable
+        return exit_status(e)  # input) become one line, others keep their traceback
+    print(json.dumps(result.summary()))
     return 0
 
 

@@ -22,14 +22,22 @@ common direction (`anisotropy`).
     python -m downstream.vector_diagnostics --module export/bert --input heldout.txt \\
         [--max_sentences 2000] [--min_count 5] [--max_position 40] [--seed 0]
 
-Prints a table per layer and, last, one JSON line: `{"module_kind", "occurrences", "layers": {name: {...}}}`.
+Prints a table per layer and, last, one JSON line: `{"module_kind", "occurrences", "words", "sentences",
+"layers": {name: {...}}}`. The same from Python is one call on a `DiagnosticsJob`, whose fields are the flags;
+it prints the same table and returns a `Diagnostics` (`summary()` is the JSON line):
+
+    result = run(DiagnosticsJob(module="export/bert", input="heldout.txt", min_count=3))
+    result.layers["layer_2"]["anisotropy"]
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 
 import numpy as np
+
+from commands.user_errors import UserError, check_range, exit_status
 
 PAIRS = 20000
 
@@ -120,8 +128,70 @@ def occurrences(encoded, min_count: int, max_position: int) -> tuple[np.ndarray,
     return sentence, position, word
 
 
+@dataclasses.dataclass(frozen=True)
+class DiagnosticsJob:
+    """One run of `python -m downstream.vector_diagnostics`; the fields are the flags.
+
+    Args:
+      module: an export dir, or its `hub/encoder` (BERT) or `hub/module` (GPT, biLM).
+      input: a text file, one sentence a line (blank lines skipped); its first `max_sentences` are read.
+      min_count: only words seen this often take part; max_position: only words at positions under this.
+      seed: of the random pairs for `anisotropy`; batch_size: sentences per model call.
+    """
+
+    module: str
+    input: str
+    max_sentences: int = 2000
+    min_count: int = 5
+    max_position: int = 40
+    seed: int = 0
+    batch_size: int = 64
+
+    def check(self) -> None:
+        """Ranges, before the module loads; raises `UserError`."""
+        for flag, value in (("--max_sentences", self.max_sentences), ("--min_count", self.min_count),
+                            ("--max_position", self.max_position), ("--batch_size", self.batch_size)):
+            check_range(flag, value, 1)
+        check_range("--seed", self.seed, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnostics:
+    """Every layer's diagnostics (`layers`: name -> {`anisotropy`, ..., `context`}) over `occurrences`
+    occurrences of `words` distinct words in `sentences` sentences of a `module_kind` export."""
+
+    module_kind: str
+    occurrences: int
+    words: int
+    sentences: int
+    layers: dict
+
+    def summary(self) -> dict:
+        """The command's last line."""
+        return {"module_kind": self.module_kind, "occurrences": self.occurrences, "words": self.words,
+                "sentences": self.sentences, "layers": self.layers}
+
+
+def run(job: DiagnosticsJob) -> Diagnostics:
+    """Reads `job.input`, measures every layer of the module and prints the table the command prints; raises
+    `UserError` (no module there, an unreadable input, too little text) with the command's message."""
+    from downstream.features import ModuleEncoder, read_sentences
+
+    job.check()
+    sentences = read_sentences(job.input)[:job.max_sentences]
+    try:
+        result = diagnose(ModuleEncoder(job.module), sentences, job.min_count, job.max_position, job.seed,
+                          job.batch_size)
+    except ValueError as e:  # a ModuleError (a UserError), too little text
+        if isinstance(e, UserError):
+            raise
+        raise UserError(str(e)) from e
+    print_report(result.summary())
+    return result
+
+
 def diagnose(encoder, sentences: list[str], min_count: int = 5, max_position: int = 40, seed: int = 0,
-             batch_size: int = 64) -> dict:
+             batch_size: int = 64) -> Diagnostics:
     """Encodes `sentences` with `encoder` (a `ModuleEncoder`) and measures every layer it has."""
     encoded = encoder.encode(sentences, batch_size)
     sentence, position, word = occurrences(encoded, min_count, max_position)
@@ -132,8 +202,8 @@ def diagnose(encoder, sentences: list[str], min_count: int = 5, max_position: in
     for name in names:
         vectors = np.stack([encoder.select(encoded[s], name)[p] for s, p in zip(sentence, position)])  # [N, D]
         layers[name] = layer_diagnostics(vectors, word, position, sentence, np.random.default_rng(seed))
-    return {"module_kind": encoder.kind, "occurrences": int(len(sentence)), "words": int(word.max() + 1),
-            "sentences": int(len(set(sentence.tolist()))), "layers": layers}
+    return Diagnostics(module_kind=encoder.kind, occurrences=int(len(sentence)), words=int(word.max() + 1),
+                       sentences=int(len(set(sentence.tolist()))), layers=layers)
 
 
 COLUMNS = ("anisotropy", "top_dimension_share", "top_component_share", "word", "position", "word+position",
@@ -148,8 +218,9 @@ def print_report(result: dict) -> None:
         print(f"{name:<16}" + "".join(f"{values[c]:>21.4f}" for c in COLUMNS))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m downstream.vector_diagnostics",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", required=True, help="an export dir, or its hub/encoder or hub/module")
     parser.add_argument("--input", required=True, help="text file, one sentence a line (blank lines skipped)")
     parser.add_argument("--max_sentences", type=int, default=2000)
@@ -157,19 +228,23 @@ def main(argv=None) -> int:
     parser.add_argument("--max_position", type=int, default=40, help="only words at positions under this")
     parser.add_argument("--seed", type=int, default=0, help="of the random pairs for anisotropy")
     parser.add_argument("--batch_size", type=int, default=64)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from downstream.features import ModuleEncoder, read_sentences
 
+def job_from_args(args) -> DiagnosticsJob:
+    return DiagnosticsJob(module=args.module, input=args.input, max_sentences=args.max_sentences,
+                          min_count=args.min_count, max_position=args.max_position, seed=args.seed,
+                          batch_size=args.batch_size)
+
+
+def main(argv=None) -> int:
+    """`python -m downstream.vector_diagnostics`: parse, build the job, run it; the figures as the last line."""
+    args = parse_args(argv)
     try:
-        sentences = read_sentences(args.input)[:args.max_sentences]
-        result = diagnose(ModuleEncoder(args.module), sentences, args.min_count, args.max_position, args.seed,
-                          args.batch_size)
-    except ValueError as e:  # ModuleError, an unreadable input, too little text: one line
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print_report(result)
-    print(json.dumps(result))
+        result = run(job_from_args(args))
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e)
+    print(json.dumps(result.summary()))
     return 0
 
 

@@ -5,14 +5,17 @@ config dataclass and presets beside the model (`models/bert.py`, `models/gpt.py`
 `override` applies overrides to any set of named frozen dataclasses (training: `model` and `train`;
 fine-tuning, `downstream/finetune`: `finetune`): a bare key (`batch_size`) when it names a field of exactly
 one of them, or a qualified one (`model.dropout`, `train.seed`) always. An unknown key is an error
-that lists the valid ones; values are parsed to the field's type (`int`, `float`, `bool`, `str`, tuples,
-`Optional[...]` of those).
+that lists the valid ones; values given as text (`--set key=value`) are parsed to the field's type (`int`,
+`float`, `bool`, `str`, tuples, `Optional[...]` of those), values given from Python (`("batch_size", 64)`)
+must already be of it.
 """
 
 import dataclasses
 import json
 import types
 import typing
+
+from commands.user_errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,16 +96,22 @@ def _check_choice(name: str, value, choices: tuple) -> None:
         raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
-class OverrideError(ValueError):
+class OverrideError(UserError):
     """A `--set` override names no field, is ambiguous, or its value does not parse."""
+
+
+def _unwrap_optional(annotation):
+    """`Optional[X]` -> `X`; anything else as it is."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return annotation
 
 
 def parse_value(text: str, annotation):
     """`text` -> a value of the dataclass field type `annotation` (`Optional[X]` parses as `X`)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(inner) == 1:
-            annotation = inner[0]
+    annotation = _unwrap_optional(annotation)
     if annotation is bool:
         lowered = text.strip().lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
@@ -125,12 +134,46 @@ def parse_value(text: str, annotation):
     raise ValueError(f"cannot parse {annotation}")
 
 
-def override(configs: dict, overrides: list[str]) -> dict:
-    """Applies `key=value` strings to the named frozen dataclasses in `configs`; returns the new ones.
+def typed_value(value, annotation):
+    """A value given from Python for the field type `annotation`: text is parsed (`parse_value`); otherwise it
+    must be of the type already (an int is a float too; a list a tuple), else ValueError."""
+    if isinstance(value, str):
+        return parse_value(value, annotation)
+    if value is None and _unwrap_optional(annotation) is not annotation:
+        return None
+    annotation = _unwrap_optional(annotation)
+    if annotation is bool and isinstance(value, bool) or annotation is int and type(value) is int:
+        return value
+    if annotation is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if typing.get_origin(annotation) is tuple and isinstance(value, (list, tuple)):
+        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    raise ValueError(f"{value!r} is not a {getattr(annotation, '__name__', annotation)}")
+
+
+def as_pairs(overrides) -> tuple[tuple[str, object], ...]:
+    """Overrides as `(key, value)` pairs, from `key=value` strings (as `--set` gives them), `(key, value)`
+    pairs or a mapping; raises `OverrideError` for a string without `=`."""
+    items = overrides.items() if isinstance(overrides, dict) else overrides
+    pairs = []
+    for item in items:
+        if isinstance(item, str):
+            key, sep, text = item.partition("=")
+            if not sep:
+                raise OverrideError(f"--set {item!r}: expected key=value")
+            item = (key.strip(), text)
+        key, value = item
+        pairs.append((str(key), value))
+    return tuple(pairs)
+
+
+def override(configs: dict, overrides) -> dict:
+    """Applies overrides to the named frozen dataclasses in `configs`; returns the new ones.
 
     Args:
       configs: scope name -> dataclass instance, e.g. `{"model": BertConfig(), "train": TrainConfig()}`.
-      overrides: `key=value` strings; `key` is `field` (a field of exactly one config) or `scope.field`.
+      overrides: `key=value` strings, `(key, value)` pairs or a mapping (`as_pairs`); `key` is `field` (a
+        field of exactly one config) or `scope.field`; a value given as text is parsed to the field's type.
 
     Raises `OverrideError` for a malformed, unknown or ambiguous key or a value that does not parse, and
     whatever `ValueError` a config's `__post_init__` raises for the new values.
@@ -141,11 +184,7 @@ def override(configs: dict, overrides: list[str]) -> dict:
     """
     fields = {scope: {f.name for f in dataclasses.fields(obj)} for scope, obj in configs.items()}
     changes = {scope: {} for scope in configs}
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise OverrideError(f"--set {item!r}: expected key=value")
+    for key, value in as_pairs(overrides):
         scope, _, name = key.rpartition(".")
         scopes = [scope] if scope else [s for s in fields if name in fields[s]]
         if scope and scope not in fields or not scopes or any(name not in fields[s] for s in scopes):
@@ -154,9 +193,9 @@ def override(configs: dict, overrides: list[str]) -> dict:
             raise OverrideError(f"--set {key}: ambiguous, say {' or '.join(f'{s}.{name}' for s in scopes)}")
         hints = typing.get_type_hints(type(configs[scopes[0]]))
         try:
-            changes[scopes[0]][name] = parse_value(text, hints[name])
+            changes[scopes[0]][name] = typed_value(value, hints[name])
         except ValueError as e:  # json.JSONDecodeError is one
-            raise OverrideError(f"--set {key}={text}: {e}") from None
+            raise OverrideError(f"--set {key}={value}: {e}") from None
     return {scope: dataclasses.replace(obj, **changes[scope]) for scope, obj in configs.items()}
 
 
@@ -167,7 +206,7 @@ def valid_keys(configs: dict) -> str:
     return ", ".join(f"{scope}.{f.name}" for scope, obj in configs.items() for f in dataclasses.fields(obj))
 
 
-def apply_overrides(model_config, train_config: TrainConfig, overrides: list[str]):
+def apply_overrides(model_config, train_config: TrainConfig, overrides):
     """Training's `--set`: `override` over `model` and `train`; returns the new `(model_config, train_config)`."""
     new = override({"model": model_config, "train": train_config}, overrides)
     return new["model"], new["train"]

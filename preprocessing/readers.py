@@ -22,6 +22,12 @@ class DataMismatchError(UserError):
     """The data on disk is not what the reader was asked to read."""
 
 
+class CorruptDataError(UserError):
+    """A data shard does not read (cut short, damaged); the commands exit with status 3 for it."""
+
+    status = 3
+
+
 def read_metadata(file_pattern: str) -> tuple[DatasetMetadata, list[str]]:
     """Returns the metadata beside `file_pattern` and the matched files, after checking both."""
     directory = os.path.dirname(file_pattern) or "."

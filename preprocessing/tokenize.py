@@ -17,7 +17,8 @@ import os
 import sys
 from typing import IO, Iterator
 
-from preprocessing.vocabulary import UNK, Vocabulary, VocabularyError
+from commands.user_errors import UserError, exit_status
+from preprocessing.vocabulary import UNK, Vocabulary
 
 _BATCH_LINES = 8192
 
@@ -110,12 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         vocab = Vocabulary.from_file(args.vocab)
-    except VocabularyError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.input != "-" and not os.path.exists(args.input):
-        print(f"error: input file not found: {args.input}", file=sys.stderr)
-        return 2
+        if args.input != "-" and not os.path.exists(args.input):
+            raise UserError(f"input file not found: {args.input}")
+    except UserError as e:  # a VocabularyError, a missing input: one line
+        return exit_status(e)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from preprocessing.wordpiece import WordPieceTokenizer  # late: argument errors should not wait for TF

@@ -27,6 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from commands.user_errors import UserError, exit_status
 from serving.server import json_values
 
 
@@ -303,39 +304,45 @@ def read_body(path: str) -> dict:
 
 
 def main(argv=None) -> int:
+    """`python -m serving.client`: the answer as JSON; an error answer is `error: STATUS: message` and exit
+    status 1, a bad request of the user's (flags, `--json`) one line and exit status 2."""
     args = parse_args(argv)
+    try:
+        result = _call(args)
+    except ServerError as e:  # the server refused: not a usage error
+        return exit_status(UserError(f"{e.status}: {e.message}", status=1))
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _call(args) -> dict:
+    """The request the flags describe, sent; the server's answer. `UserError` for a bad `--json` body or no
+    request at all; `ServerError` for an error answer."""
     try:
         body = read_body(args.json) if args.json and not (args.status or args.metadata) else None
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from None
+    if args.version is not None and args.label is not None:
+        raise UserError("give --version or --label, not both")
     client = RestClient(args.server, args.timeout) if args.server else GrpcClient(args.grpc, args.timeout)
     where = dict(version=args.version, label=args.label)
+    if args.status:
+        return client.status(args.model, **where)
+    if args.metadata:
+        return client.metadata(args.model, **where)
+    if args.text and not args.json:
+        instances = [{args.input_name: t} for t in args.text] if args.input_name else list(args.text)
+        return client.predict(args.model, instances=instances, signature_name=args.signature, **where)
+    if not args.json:
+        raise UserError("give --text, --json, --metadata or --status")
+    if args.signature:
+        body["signature_name"] = args.signature
     try:
-        if args.status:
-            result = client.status(args.model, **where)
-        elif args.metadata:
-            result = client.metadata(args.model, **where)
-        elif args.json:
-            if args.signature:
-                body["signature_name"] = args.signature
-            result = client.send(args.model, body, args.method, **where)
-        elif args.text:
-            instances = [{args.input_name: t} for t in args.text] if args.input_name else list(args.text)
-            result = client.predict(args.model, instances=instances, signature_name=args.signature, **where)
-        else:
-            print("error: give --text, --json, --metadata or --status", file=sys.stderr)
-            return 2
-    except ServerError as e:
-        print(f"error: {e.status}: {e.message}", file=sys.stderr)
-        return 1
+        return client.send(args.model, body, args.method, **where)
     except (KeyError, TypeError, ValueError) as e:  # a body of the wrong shape for --method (no "examples", ...)
-        if not args.json:
-            raise
-        print(f"error: --json {args.json}: not a {args.method} request body ({type(e).__name__}: {e})", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=2, ensure_ascii=False))
-    return 0
+        raise UserError(f"--json {args.json}: not a {args.method} request body ({type(e).__name__}: {e})") from e
 
 
 if __name__ == "__main__":

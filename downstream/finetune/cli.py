@@ -11,7 +11,7 @@ pretraining run, exported to a temporary folder first (the same code path). File
 is refused unless `--overwrite`, which removes them (nothing else), and only once the run has passed every
 check and trained its model; a folder holding another kind of output (an export, a model_dir, a data job's
 run), the `--module` folder or one inside it is refused, naming it (`commands.overwrite`). Lines are read to
-their first MiB; a text is split into words only as far as the window reads (`downstream.features.split_words`).
+their first MiB; a text is split into words only as far as the window reads (`downstream.words.split_words`).
 Eval labels (classify, pair) must be training labels: an unseen one is refused, naming it and its lines.
 
 This module parses the flags into a `FinetuneJob` and calls `finetune` (`downstream/finetune/run.py`), the
@@ -27,7 +27,6 @@ from downstream.finetune import tasks
 from downstream.finetune.config import FinetuneConfig, apply_overrides
 from downstream.finetune.job import FinetuneJob
 from downstream.finetune.run import finetune
-from serving.export.cli import ExportError
 
 
 def parse_args(argv):
@@ -56,10 +55,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         result = finetune(job_from_args(args), log=lambda m: print(m, file=sys.stderr))
-    except ExportError as e:  # --model_dir that does not export: the export's own line and status
-        print(f"error: {e}", file=sys.stderr)
-        return e.code
-    except ValueError as e:  # a user error (UserError), a `--set` that does not parse, a value a library refuses
+    except ValueError as e:  # a user error (UserError; a --model_dir that does not export: ExportError, with the
+        # export's own exit status), a `--set` that does not parse, a value a library refuses
         return exit_status(e if isinstance(e, UserError) else UserError(str(e)))
     print(result.summary())
     return 0

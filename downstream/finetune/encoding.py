@@ -41,9 +41,9 @@ class EncodedExamples:
 
 
 def window_texts(backbone, examples: list, seq_length: int) -> list[tuple[str, ...]]:
-    """Each example's texts, cut to a window's worth of words for BERT and GPT (`features.window_text`); the
+    """Each example's texts, cut to a window's worth of words for BERT and GPT (`words.window_text`); the
     biLM reads its sentences whole."""
-    from downstream.features import window_text
+    from downstream.words import window_text
 
     texts = [e.texts for e in examples]
     if backbone.kind == "bilm":
@@ -64,7 +64,7 @@ def encode_texts(backbone, sequences: list[list[tuple[str, ...]]], examples: lis
 def encode_tags(backbone, sentences: list, labels: list[str], seq_length: int) -> EncodedExamples:
     """Tagged sentences -> `[N, T]` inputs (BERT: pieces; biLM: the sentence, at most T words), targets `[N, T]`
     on each word's first position with sample weight 1 there (`inputs.tag_labels`)."""
-    from downstream.features import word_bytes_cut
+    from downstream.words import word_bytes_cut
 
     words = [tuple(word_bytes_cut(w) for w in s.words) for s in sentences]
     if backbone.kind == "bert":

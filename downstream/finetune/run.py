@@ -34,7 +34,8 @@ def finetune(job: FinetuneJob, log=print) -> outputs.FinetuneResult:
 
     Raises `UserError` (one line, naming the file, flag or setting) for bad task data, a bad output folder or
     module, or a task the module's family cannot take, before anything is written; and
-    `serving.export.cli.ExportError` when `job.model_dir` does not export."""
+    `serving.export.ExportError` (a `UserError` with the export's exit status) when `job.model_dir` does not
+    export."""
     earlier = check_job(job)
     task = tasks.get(job.task)
     with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
@@ -56,9 +57,9 @@ def check_job(job: FinetuneJob) -> overwrite.Plan:
 
 
 def _export(model_dir: str, scratch: str) -> str:
-    from serving.export import cli as export
+    from serving.export import ExportJob, export
 
-    export.export(model_dir, scratch, log=lambda *_: None)
+    export(ExportJob(model_dir=model_dir, export_dir=scratch), log=lambda *_: None)
     return scratch
 
 

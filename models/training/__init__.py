@@ -1,3 +1,3 @@
 """Training: the custom loop under tf.distribute, optimizers and schedules, and the train/evaluate/curves
-commands. Reads TFRecords through `preprocessing.readers`; writes checkpoints and config.json into a model_dir.
+commands (`train(TrainJob(...))` and `evaluate(EvaluateJob(...))` their Python API). Reads TFRecords through `preprocessing.readers`; writes checkpoints and config.json into a model_dir.
 """

@@ -14,6 +14,8 @@ import math
 import os
 import sys
 
+from commands.user_errors import UserError, exit_status
+
 HISTORY = "history.jsonl"
 CURVES = "training_curves.png"
 # Panels in this order when present; anything else a family logs follows, alphabetically.
@@ -94,9 +96,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         path = write_curves(args.model_dir, args.output)
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError) as e:  # no history yet, an unreadable one, an unwritable output: one line
+        return exit_status(e if isinstance(e, UserError) else UserError(str(e)))
     print(path)
     return 0
 

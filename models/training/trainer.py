@@ -337,7 +337,9 @@ class CheckpointWriteError(UserError):
 
 
 class NonFiniteLossError(UserError):
-    """The loss (or the weights) became NaN or infinite; the last finite checkpoint is kept."""
+    """The loss (or the weights) became NaN or infinite; the last finite checkpoint is kept. Exit status 4."""
+
+    status = 4
 
 
 def trained_variables(model, train_only: tuple[str, ...]) -> list:

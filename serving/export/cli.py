@@ -26,17 +26,23 @@ serving model's warm-up requests replayed), then renamed into place, so a failed
 that looks finished. Exit status 2 for bad input (no checkpoint, vocabulary mismatch, existing version, an
 existing hub/ without --overwrite, another family's folder, another kind of output, a bad flag), 3 for a model
 that cannot be served (unsupported ops, a failing warm-up request).
+
+The same from Python is one call on an `ExportJob` (`job.py`), whose fields are the flags; it prints the same
+lines (through `log`) and returns an `ExportResult`:
+
+    from serving.export import ExportJob, export
+
+    result = export(ExportJob(model_dir="runs/bert_tiny", export_dir="export/bert"))
+    result.hub["encoder"], result.serving
 """
 
-import argparse
 import json
 import os
-import re
 import shutil
-import sys
 
-from commands.overwrite import EXPORT, refuse_other, require_model_dir
-from commands.user_errors import UserError
+from commands.overwrite import require_model_dir
+from commands.user_errors import OneLineParser, exit_status
+from serving.export.job import MANIFEST_FILE, UNSERVABLE, ExportError, ExportJob, ExportResult
 
 SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
                 "They had a picnic on the grassy bank of the river.",
@@ -47,26 +53,10 @@ MODEL_CONFIG_FILE = "models.config"
 # The same list for the tensorflow/serving container, with serving/ mounted at /models.
 CONTAINER_CONFIG_FILE = "models.container.config"
 CONTAINER_ROOT = "/models"
-MANIFEST_FILE = "export.json"
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a plain folder name: no "/", no ".."
-
-
-class ExportError(RuntimeError):
-    """The export cannot proceed; `code` is the exit status."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit status 2
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def parse_args(argv):
-    parser = _Parser(prog="python -m serving.export", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m serving.export", description=__doc__.split("\n")[0])
     parser.add_argument("--model_dir", required=True, help="a model_dir written by models.training.train")
     parser.add_argument("--export_dir", required=True)
     parser.add_argument("--version", type=int, default=None, help="TF Serving version (default: next free)")
@@ -78,60 +68,22 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def _writable_folder(path: str, flag: str) -> None:
-    """`path` is a writable folder, or can be made in one."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ExportError(f"{flag} {path} is a file, not a folder")
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ExportError(f"{flag} {path}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"{flag} {path}: {existing} is not writable")
+def job_from_args(args) -> ExportJob:
+    return ExportJob(model_dir=args.model_dir, export_dir=args.export_dir, version=args.version,
+                     warmup_text=args.warmup_text, model_name=args.model_name, checkpoint=args.checkpoint,
+                     overwrite=args.overwrite)
 
 
-def existing_family(export_dir: str) -> str | None:
-    """The family an export folder holds: export.json's, else guessed from hub/'s modules; None if empty."""
-    manifest = os.path.join(export_dir, MANIFEST_FILE)
-    if os.path.isfile(manifest):
-        with open(manifest) as f:
-            return json.load(f).get("family")
-    hub = os.path.join(export_dir, "hub")
-    if os.path.isdir(os.path.join(hub, "encoder")) or os.path.isdir(os.path.join(hub, "preprocessor")):
-        return "bert"
-    if os.path.isdir(os.path.join(hub, "module")):
-        return "bilm" if os.path.isfile(os.path.join(hub, "module", "assets", "options.json")) else "gpt"
-    return None
-
-
-def check_flags(model_dir: str, export_dir: str, kind: str, version: int | None, warmup_text: str | None,
-                model_name: str, overwrite_flag: bool) -> None:
-    """Everything that can be refused before the model loads (ExportError, exit status 2)."""
-    import tensorflow as tf  # model_dir may be remote (gs://); export_dir is local (renames)
-    if not tf.io.gfile.isdir(model_dir):
-        problem = "is a file, not a folder" if tf.io.gfile.exists(model_dir) else "no such folder"
-        raise ExportError(f"--model_dir {model_dir}: {problem}")
-    _writable_folder(export_dir, "--export_dir")
-    if version is not None and version < 1:
-        raise ExportError(f"--version must be >= 1, got {version}")
-    if warmup_text is not None and os.path.exists(warmup_text) and not os.path.isfile(warmup_text):
-        raise ExportError(f"--warmup_text {warmup_text} is a folder, not a text file")
-    if not MODEL_NAME.fullmatch(model_name):
-        raise ExportError(f"--model_name {model_name!r} must be a plain folder name: letters, digits, '.', '_', '-', "
-                          f"starting with a letter or digit, at most 128 characters")
+def main(argv=None) -> int:
+    """`python -m serving.export`: parse, build the job, export; the result as the last line."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = parse_args(argv)
     try:
-        refuse_other(export_dir, EXPORT, overwrite_flag, "--export_dir")
-    except UserError as e:
-        raise ExportError(str(e)) from None
-    there = existing_family(export_dir)
-    if there is not None and there != kind:
-        raise ExportError(f"{export_dir} holds a {there} export; a {kind} export there would mix the two: use "
-                          f"another --export_dir")
-    hub = os.path.join(export_dir, "hub")
-    if os.path.exists(hub) and not overwrite_flag:
-        raise ExportError(f"{hub} holds the TF-Hub modules of an earlier {there or 'unknown'} export: pass "
-                          f"--overwrite to replace them, or use another --export_dir")
+        result = export(job_from_args(args))
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e)
+    print(json.dumps(result.summary()))
+    return 0
 
 
 def write_manifest(export_dir: str, kind: str, hub_names, model_names) -> None:
@@ -211,65 +163,76 @@ def replay_warmup(saved_model_dir: str, model_name: str, version: int) -> None:
     try:
         Servable.load(model_name, version, saved_model_dir)
     except ServingError as e:
-        raise ExportError(f"the TF Serving model does not load: {e.message.splitlines()[0][:500]}", code=3) from e
+        raise ExportError(f"the TF Serving model does not load: {e.message.splitlines()[0][:500]}",
+                          code=UNSERVABLE) from e
 
 
-def export(model_dir: str, export_dir: str, version: int | None = None, warmup_text: str | None = None,
-           model_name: str | None = None, log=print, overwrite: bool = False, checkpoint: str | None = None) -> dict:
-    """Writes the export; returns `{"hub": {name: path}, "serving": path, "model_config": path, "version": N}`."""
+def export(job: ExportJob, log=print) -> ExportResult:
+    """Writes the export of `job`; `log` takes the lines the command prints before its result. Raises
+    `ExportError` (a `UserError`; `status` 3 for a model that cannot be served) before anything is moved
+    into place."""
     from models import families
     from preprocessing.wordpiece import WordPieceTokenizer
+
+    import tensorflow as tf
+    kind = model_family(job.model_dir)
+    model_name = job.model_name or kind or "model"
+    job.check(kind, model_name)
+    try:
+        restored = families.checkpoint_path(job.model_dir, job.checkpoint)
+        _, model, saved = families.load_model(job.model_dir, restored)
+    except (FileNotFoundError, families.CheckpointMismatchError) as e:
+        raise ExportError(str(e)) from e
+    latest = restored == tf.train.latest_checkpoint(job.model_dir)
+    export_dir = os.path.abspath(job.export_dir)
+    serving_root = os.path.join(export_dir, "serving")
+    version = next_version(os.path.join(serving_root, model_name), job.version)
+    vocab_path, vocab = _vocab(job.model_dir, saved)
+    tokenizer = WordPieceTokenizer(vocab, lower_case=bool(saved["data"].get("lower_case", True)))
+    texts = warmup_texts(job.warmup_text)
+    facts = {**card_facts(job.model_dir, saved, None if latest else restored), "name": model_name,
+             "export_dir": export_dir, "vocab_size": len(vocab), "lower_case": tokenizer.lower_case}
+    staging = os.path.join(export_dir, f".staging-{os.getpid()}")
+    try:
+        specs, make_requests = family_exports(kind, model, tokenizer, saved, vocab_path, staging)
+        hub, serving, requests = _stage_and_publish(specs, staging, export_dir, model_name, version, facts,
+                                                    make_requests(texts))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for name, path in hub.items():
+        log(f"hub module {name}: {path}")
+    log(f"TF Serving model {model_name} version {version}: {serving} ({requests} warm-up requests)")
+    config_path, names = write_model_configs(serving_root)
+    log(f"model_config_list: {config_path} ({', '.join(names)})")
+    write_manifest(export_dir, kind, hub, names)
+    return ExportResult(hub=hub, serving=serving, version=version, warmup_requests=requests,
+                        model_config=config_path)
+
+
+def _stage_and_publish(specs, staging: str, export_dir: str, model_name: str, version: int, facts: dict,
+                       requests) -> tuple[dict, str, int]:
+    """Writes and checks every SavedModel of `specs` under `staging`, then moves them all into place;
+    returns `(hub modules by name, the serving folder, its warm-up requests)`."""
     from serving.export import model_card
     from serving.export import saved_models
 
-    import tensorflow as tf
-    kind = model_family(model_dir)
-    model_name = model_name or kind or "model"
-    check_flags(model_dir, export_dir, kind, version, warmup_text, model_name, overwrite)
-    try:
-        restored = families.checkpoint_path(model_dir, checkpoint)
-        _, model, saved = families.load_model(model_dir, restored)
-    except (FileNotFoundError, families.CheckpointMismatchError) as e:
-        raise ExportError(str(e)) from e
-    latest = restored == tf.train.latest_checkpoint(model_dir)
-    serving_root = os.path.join(os.path.abspath(export_dir), "serving")
-    version = next_version(os.path.join(serving_root, model_name), version)
-    vocab_path, vocab = _vocab(model_dir, saved)
-    tokenizer = WordPieceTokenizer(vocab, lower_case=bool(saved["data"].get("lower_case", True)))
-    texts = warmup_texts(warmup_text)
-    facts = {**card_facts(model_dir, saved, None if latest else restored), "name": model_name,
-             "export_dir": os.path.abspath(export_dir), "vocab_size": len(vocab), "lower_case": tokenizer.lower_case}
-
-    result = {"hub": {}, "version": version}
-    staging = os.path.join(os.path.abspath(export_dir), f".staging-{os.getpid()}")
-    try:
-        placed = []  # (staged folder, final folder)
-        specs, make_requests = family_exports(kind, model, tokenizer, saved, vocab_path, staging)
-        for spec in specs:
-            if spec.place == "hub":
-                path = os.path.join(os.path.abspath(export_dir), "hub", spec.name)
-                card = model_card.model_card(spec.card, {**facts, "name": f"{model_name}/{spec.name}"})
-                staged = os.path.join(staging, "hub", spec.name)
-                saved_models.stage(spec, staged, {"README.md": card.encode("utf-8")}, verify=check_ops)
-                result["hub"][spec.name] = path
-            else:
-                path = os.path.join(serving_root, model_name, str(version))
-                staged = os.path.join(staging, "serving")
-                result["warmup_requests"] = stage_serving(spec, staged, model_name, version, make_requests(texts))
-                result["serving"] = path
-            placed.append((staged, path))
-        for staged, path in placed:  # everything written and checked: move it into place
-            saved_models.publish(staged, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for name, path in result["hub"].items():
-        log(f"hub module {name}: {path}")
-    log(f"TF Serving model {model_name} version {version}: {result['serving']} "
-        f"({result['warmup_requests']} warm-up requests)")
-    result["model_config"], names = write_model_configs(serving_root)
-    log(f"model_config_list: {result['model_config']} ({', '.join(names)})")
-    write_manifest(os.path.abspath(export_dir), kind, result["hub"], names)
-    return result
+    hub, placed, serving, count = {}, [], None, 0  # placed: (staged folder, final folder)
+    for spec in specs:
+        if spec.place == "hub":
+            path = os.path.join(export_dir, "hub", spec.name)
+            card = model_card.model_card(spec.card, {**facts, "name": f"{model_name}/{spec.name}"})
+            staged = os.path.join(staging, "hub", spec.name)
+            saved_models.stage(spec, staged, {"README.md": card.encode("utf-8")}, verify=check_ops)
+            hub[spec.name] = path
+        else:
+            path = os.path.join(export_dir, "serving", model_name, str(version))
+            staged = os.path.join(staging, "serving")
+            count = stage_serving(spec, staged, model_name, version, requests)
+            serving = path
+        placed.append((staged, path))
+    for staged, path in placed:  # everything written and checked: move it into place
+        saved_models.publish(staged, path)
+    return hub, serving, count
 
 
 def check_ops(path: str) -> None:
@@ -279,7 +242,7 @@ def check_ops(path: str) -> None:
     try:
         op_check.check_serving_ops(path)
     except op_check.UnsupportedOpsError as e:
-        raise ExportError(str(e), code=3) from e
+        raise ExportError(str(e), code=UNSERVABLE) from e
 
 
 def stage_serving(spec, staged: str, model_name: str, version: int, requests) -> int:
@@ -340,17 +303,3 @@ def write_model_configs(serving_root: str) -> tuple[str, list[str]]:
     write_model_config_list(os.path.join(serving_root, CONTAINER_CONFIG_FILE),
                             [(name, f"{CONTAINER_ROOT}/{name}") for name in names])
     return config_path, names
-
-
-def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = parse_args(argv)
-    try:
-        result = export(args.model_dir, args.export_dir, args.version, args.warmup_text, args.model_name,
-                        overwrite=args.overwrite, checkpoint=args.checkpoint)
-    except ExportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.code
-    print(json.dumps(result))
-    return 0
-

@@ -45,14 +45,13 @@ import logging
 import os
 import re
 import signal
-import sys
 import threading
 import urllib.parse
 
 import tensorflow as tf
 from google.protobuf import json_format
 
-from commands.user_errors import UserError
+from commands.user_errors import OneLineParser, UserError, exit_status
 from serving.server import json_tensor
 from serving.server.generation import check_generation_inputs
 from serving.server.grpc_service import make_grpc_server, signature_def_map, status_response
@@ -288,16 +287,8 @@ class ModelServer:
         self.stop()
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line ("error: argument --port: ..."), exit status 2."""
-
-    def error(self, message):
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m serving.server", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m serving.server", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model_config_file", help="a model_config_list text proto (TF Serving's)")
     source.add_argument("--model_base_path", help="one model's base path (with --model_name)")
@@ -381,17 +372,15 @@ def main(argv=None) -> int:
                                 rest_api_max_connections_per_client=args.rest_api_max_connections_per_client,
                                 rest_api_max_inflight_bytes=args.rest_api_max_inflight_bytes,
                                 max_elements_per_request=args.max_elements_per_request)
-    except (OSError, ValueError) as e:
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError) as e:  # a missing or wrong path, an option out of range: one line
+        return exit_status(e if isinstance(e, UserError) else UserError(str(e)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = ModelServer(models, options)
     try:
         server.start()
     except OSError as e:
-        print(f"error: cannot listen on {options.rest_api_host}:{options.rest_api_port}: {e.strerror or e}",
-              file=sys.stderr)
-        return 2
+        return exit_status(UserError(f"cannot listen on {options.rest_api_host}:{options.rest_api_port}: "
+                                     f"{e.strerror or e}"))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

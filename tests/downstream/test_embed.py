@@ -57,7 +57,7 @@ def records(output_dir: str) -> list[dict]:
 
 
 def run_embed(module, pattern, out, *extra, runner=("--runner", "FnApiRunner")):
-    assert embed.run(["--module", module, "--input", pattern, "--output_dir", str(out), "--num_shards", "2",
+    assert embed.main(["--module", module, "--input", pattern, "--output_dir", str(out), "--num_shards", "2",
                       "--batch_size", "2", *extra, *runner]) == 0
     return json.load(open(os.path.join(out, "metadata.json")))
 
@@ -65,11 +65,14 @@ def run_embed(module, pattern, out, *extra, runner=("--runner", "FnApiRunner")):
 @pytest.mark.parametrize("kind, pool", [("bert", "none"), ("gpt", "none"), ("bilm", "none"), ("bilm", "mean")])
 def test_vectors_equal_the_features_command(exports, clean, tmp_path, kind, pool):
     choices = CHOICES[kind]
-    meta = run_embed(exports[kind], os.path.join(clean, "[ab].txt"), tmp_path / "embed", "--layers", choices,
-                     "--pool", pool)  # the default --bad_lines truncate
     npz = str(tmp_path / "features.npz")
-    assert features.main(["--module", exports[kind], "--input", os.path.join(clean, "all.txt"), "--output", npz,
-                          "--layers", choices, "--pool", pool]) == 0
+    if pool == "mean":  # through the Python API: the jobs the commands build from their flags
+        meta = _embed_and_features_from_python(exports[kind], clean, tmp_path, choices, npz)
+    else:
+        meta = run_embed(exports[kind], os.path.join(clean, "[ab].txt"), tmp_path / "embed", "--layers", choices,
+                         "--pool", pool)  # the default --bad_lines truncate
+        assert features.main(["--module", exports[kind], "--input", os.path.join(clean, "all.txt"), "--output",
+                              npz, "--layers", choices, "--pool", pool]) == 0
     want = np.load(npz)
     got = records(str(tmp_path / "embed"))
     assert [r["text"] for r in got] == list(want["sentences"]) == TEXTS[:3] + [LONG] + TEXTS[3:]
@@ -84,6 +87,24 @@ def test_vectors_equal_the_features_command(exports, clean, tmp_path, kind, pool
             np.testing.assert_allclose(r[c], expected, atol=1e-5, err_msg=f"{kind} {c} line {i}")
     assert meta["dims"] == {c: int(want[c].shape[-1]) for c in choices.split(",")}
     assert set(meta["module"]["sha256"]["module"]) >= {"saved_model.pb", "variables/variables.index"}
+
+
+def _embed_and_features_from_python(module, clean, tmp_path, choices, npz) -> dict:
+    """`embed.run` and `features.run` with mean pooling; their results are what the files say."""
+    from downstream.embed_job import EmbedJob
+    from downstream.embed_model import EmbedConfig
+    from pipeline.beam_job import RunOptions
+
+    config = EmbedConfig(module=module, choices=tuple(choices.split(",")), pool="mean", batch_size=2)
+    result = embed.run(EmbedJob(input=os.path.join(clean, "[ab].txt"), output_dir=str(tmp_path / "embed"),
+                                config=config, num_shards=2, run_options=RunOptions(("--runner", "FnApiRunner"))))
+    meta = json.load(open(result.metadata))
+    assert (result.examples, result.files, result.counters) == (meta["examples"], tuple(meta["files"]),
+                                                                 meta["counters"]) and result.examples == 7
+    made = features.run(features.FeaturesJob(module=module, input=os.path.join(clean, "all.txt"), output=npz,
+                                             choices=config.choices, pool="mean"))
+    assert made.summary() == json.load(open(npz + ".json")) and made.sentences == 7
+    return meta
 
 
 OVER_MAX = b"a " * 600  # 1,200 bytes: over the 1,000-byte cap the bad-lines test sets
@@ -112,11 +133,11 @@ BAD_LINES_CASES = {  # flags -> (records' line numbers, counters, dropped by rea
 def test_bad_lines_are_truncated_by_default_and_drops_counted_by_reason(exports, bad_corpus, tmp_path,
                                                                         monkeypatch, flags):
     monkeypatch.setattr(corpus_io, "MAX_LINE_BYTES", 1000)
-    args, beam_args = embed.parse_args(["--module", exports["bert"], "--input", bad_corpus, "--output_dir",
-                                        str(tmp_path / "out"), "--num_shards", "1", *flags,
-                                        "--runner", "FnApiRunner"])
-    config, files, metadata = embed.prepare(args)
-    result = embed.execute(args, beam_args, config, files, metadata)
+    job = embed.job_from_args(*embed.parse_args(["--module", exports["bert"], "--input", bad_corpus,
+                                                 "--output_dir", str(tmp_path / "out"), "--num_shards", "1", *flags,
+                                                 "--runner", "FnApiRunner"]))
+    files, metadata = embed.prepare(job)
+    result = embed.execute(job, files, metadata)
     meta = json.load(open(tmp_path / "out" / "metadata.json"))
     lines, counters, dropped = BAD_LINES_CASES[flags]
     assert meta["counters"] == {"lines": 7, "empty_lines": 2, "lines_with_invalid_utf8": 1,
@@ -200,7 +221,7 @@ def test_dask_workers_with_threads_share_one_model(exports, tmp_path):
 def test_a_failed_run_leaves_nothing_that_looks_complete(exports, clean, tmp_path, monkeypatch):
     out = tmp_path / "out"
     run_embed(exports["bilm"], os.path.join(clean, "[ab].txt"), out, "--layers", "elmo")
-    assert embed.run(["--module", exports["bilm"], "--input", os.path.join(clean, "a.txt"), "--output_dir",
+    assert embed.main(["--module", exports["bilm"], "--input", os.path.join(clean, "a.txt"), "--output_dir",
                       str(out), "--runner", "FnApiRunner"]) == 2  # an earlier run: --overwrite needed
 
     def fail(self, batch, model, inference_args=None):
@@ -208,14 +229,14 @@ def test_a_failed_run_leaves_nothing_that_looks_complete(exports, clean, tmp_pat
 
     monkeypatch.setattr(EmbeddingHandler, "run_inference", fail)
     with pytest.raises(Exception, match="worker lost"):
-        embed.run(["--module", exports["bilm"], "--input", os.path.join(clean, "[ab].txt"), "--output_dir",
+        embed.main(["--module", exports["bilm"], "--input", os.path.join(clean, "[ab].txt"), "--output_dir",
                    str(out), "--layers", "elmo", "--overwrite", "--runner", "FnApiRunner"])
     visible = [n for n in os.listdir(out) if not n.startswith(".")]
     assert visible == [] and glob.glob(str(out / ".staging-*"))
 
 
 def test_unknown_layer_choice_is_a_one_line_error(exports, clean, tmp_path, capsys):
-    assert embed.run(["--module", exports["gpt"], "--input", os.path.join(clean, "a.txt"), "--output_dir",
+    assert embed.main(["--module", exports["gpt"], "--input", os.path.join(clean, "a.txt"), "--output_dir",
                       str(tmp_path / "out"), "--layers", "elmo"]) == 2
     assert "unknown layer choice" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "out")

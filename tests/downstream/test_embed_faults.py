@@ -35,14 +35,14 @@ def text(tmp_path):
 def test_bad_modules_and_output_folders_are_one_line_before_any_work(tiny_models, text, tmp_path, capsys):
     a = str(text / "a.txt")
     for module in (tmp_path / "nope", text):
-        assert embed.run(["--module", str(module), "--input", a, "--output_dir", str(tmp_path / "o"), *FN_API]) == 2
+        assert embed.main(["--module", str(module), "--input", a, "--output_dir", str(tmp_path / "o"), *FN_API]) == 2
         line = one_error_line(capsys)
         assert line.startswith(f"error: no exported module under {module}") and "--model_dir" not in line, line
     export = tiny_models["bert"].export_dir
     for out, said in ((tiny_models["gpt"].export_dir, "holds an export of serving.export"), (export, "is --module"),
                       (str(text), "is the folder of the input file"),
                       (os.path.join(export, "emb"), "is inside --module")):
-        assert embed.run(["--module", export, "--input", a, "--output_dir", out, "--overwrite", *FN_API]) == 2
+        assert embed.main(["--module", export, "--input", a, "--output_dir", out, "--overwrite", *FN_API]) == 2
         assert said in one_error_line(capsys)
     assert not os.path.exists(os.path.join(export, "emb")) and not (tmp_path / "o").exists()
 
@@ -55,10 +55,10 @@ def test_a_later_run_removes_a_failed_runs_staging_and_overwrite_only_its_own(ti
     (out / "embedded_from.json").write_text("{}")  # someone else's file (the demo keeps one here)
     argv = ["--module", tiny_models["bert"].export_dir, "--input", str(text / "a.txt"), "--output_dir", str(out),
             "--num_shards", "2", *FN_API]
-    assert embed.run(argv) == 0
+    assert embed.main(argv) == 0
     assert sorted(os.listdir(out)) == ["embedded_from.json", "embeddings-00000-of-00002.tfrecord",
                                        "embeddings-00001-of-00002.tfrecord", "metadata.json"]
-    assert embed.run([*argv[:-4], "--num_shards", "1", "--overwrite", *FN_API]) == 0
+    assert embed.main([*argv[:-4], "--num_shards", "1", "--overwrite", *FN_API]) == 0
     assert sorted(os.listdir(out)) == ["embedded_from.json", "embeddings-00000-of-00001.tfrecord", "metadata.json"]
     assert json.loads((out / "metadata.json").read_text())["examples"] == 2
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from commands.user_errors import UserError
 from downstream import evaluate_senses as ev
 
 SENSES = ["A", "A", "B", "B", "X", "X"]
@@ -147,3 +148,18 @@ def test_cli_reports_layers_baselines_neighbours_json_and_png(bilm_export, tmp_p
     assert "plant: not in the data" in out
     assert "-> same" in out or "-> DIFF" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_the_python_api_gives_the_commands_figures_and_refuses_a_word_it_cannot_draw(bilm_export, tmp_path,
+                                                                                    capsys):
+    data, pairs = _write_data(tmp_path)
+    assert ev.main(["--module", bilm_export, "--data", data, "--batch_size", "4", "--examples", "bank"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    result = ev.run(ev.SensesJob(module=bilm_export, data=data, batch_size=4, examples=("bank",)))
+    assert result.summary == printed and result.png is None
+    assert "bank (" in capsys.readouterr().out  # the report, as the command prints it
+    with pytest.raises(UserError, match="--png_word 'rate' has no occurrences with >= 2 senses"):
+        ev.run(ev.SensesJob(module=bilm_export, data=data, png=str(tmp_path / "x.png"), png_word="rate"))
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(UserError, match="--data .*: no such file"):
+        ev.run(ev.SensesJob(module=bilm_export, data=str(tmp_path / "none.jsonl")))

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from downstream import features
-from downstream.features import ModuleEncoder, combine, span_words, split_words
+from downstream.features import ModuleEncoder, combine
+from downstream.words import span_words, split_words
 
 TRICKY = "Café, café! The bank's  bank\u00a0(banks)-bank... naïve riverbank"
 TEXTS = [TRICKY, "the river bank flooded", "a play"]

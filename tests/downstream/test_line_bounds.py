@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from downstream.features import ModuleEncoder, SLICE_BYTES, split_words, text_slices, window_text
+from downstream.features import ModuleEncoder
+from downstream.words import SLICE_BYTES, split_words, text_slices, window_text
 from downstream.finetune import task_data
 from downstream.finetune import tasks
 from tests.conftest import ROOT
@@ -20,7 +21,7 @@ from tests.conftest import ROOT
 # probe runs a small line first, so TensorFlow's own start-up memory is in the baseline, then the big one.
 PROBE = r"""
 import json, resource, sys
-from downstream.features import split_words, window_text
+from downstream.words import split_words, window_text
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # MB
 split_words(["warm up " * 100], 126)

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from commands.user_errors import UserError
 from downstream import vector_diagnostics as vd
 
 
@@ -80,3 +81,7 @@ def test_cli_measures_every_layer_of_an_export(tiny_models, tmp_path, capsys):
     for values in result["layers"].values():
         assert set(values) == set(vd.COLUMNS) and -1 <= values["anisotropy"] <= 1
     assert vd.main(["--module", str(tmp_path), "--input", str(text)]) == 2
+    same = vd.run(vd.DiagnosticsJob(module=tiny_models["bert"].export_dir, input=str(text), min_count=3))
+    assert same.summary() == result  # the Python API: the command's figures
+    with pytest.raises(UserError, match="--min_count 0 is out of range"):
+        vd.run(vd.DiagnosticsJob(module=tiny_models["bert"].export_dir, input=str(text), min_count=0))

@@ -631,7 +631,7 @@ def test_real_minilm_equals_huggingface_and_its_export(tmp_path):
     assert difference < 1e-4
 
     export_dir = str(tmp_path / "export")
-    export.export(model_dir, export_dir, log=lambda *_: None)
+    export.export(export.ExportJob(model_dir=model_dir, export_dir=export_dir), log=lambda *_: None)
     preprocessor = hub.load(os.path.join(export_dir, "hub", "preprocessor"))
     encoder = hub.load(os.path.join(export_dir, "hub", "encoder"))
     packed = preprocessor(tf.constant(texts))

@@ -31,12 +31,12 @@ def source(tmp_path_factory):
 @pytest.mark.slow
 def test_takes_the_weights_only_with_config_from_the_source(source, tmp_path, caplog):
     model_dir = str(tmp_path / "continued")
-    args = train.parse_args(["--train_data", source["data"], "--model_dir", model_dir,
-                             "--init_checkpoint", source["model_dir"], "--set", "train_steps=4"])
-    model_config, train_config, data = train.resolve(args)
+    plan = train.resolve(train.TrainJob(train_data=source["data"], model_dir=model_dir,
+                                        init_checkpoint=source["model_dir"], overrides={"train_steps": 4}))
     saved = families.read_config(source["model_dir"])
-    assert (args.model, args.preset, model_config) == ("bert", "bert_tiny", saved["model_config"])
-    trainer = Trainer(families.make_task("bert", model_config, data), train_config,
+    assert (plan.model, plan.preset, plan.model_config) == ("bert", "bert_tiny", saved["model_config"])
+    assert (plan.init_checkpoint, plan.train_config.train_steps) == (source["model_dir"], 4)
+    trainer = Trainer(families.make_task("bert", plan.model_config, plan.data), plan.train_config,
                       tf.distribute.get_strategy(), model_dir)
     assert trainer.restore() == 0
     assert families.init_from(trainer.model, source["model_dir"]) == []  # nothing fresh: the same model

@@ -38,6 +38,35 @@ def test_bad_values_are_errors():
         apply_overrides(gpt.GptConfig(), TrainConfig(), ["hidden_size=100"])
 
 
+def test_overrides_from_python_take_typed_values_and_refuse_other_types():
+    model, train = apply_overrides(bert.BertConfig(), TrainConfig(), {"train_steps": 20, "learning_rate": 1,
+                                                                      "model.dropout": 0.0, "jit_compile": False})
+    assert (train.train_steps, train.learning_rate, train.jit_compile, model.dropout) == (20, 1.0, False, 0.0)
+    assert isinstance(train.learning_rate, float)
+    _, train = apply_overrides(bert.BertConfig(), TrainConfig(), [("train_only", ["mlm_head"]), ("seed", "7")])
+    assert (train.train_only, train.seed) == (("mlm_head",), 7)
+    for bad in ({"train_steps": 2.5}, {"train_steps": True}, {"jit_compile": 1}, {"learning_rate": "fast"}):
+        with pytest.raises(OverrideError, match=f"--set {next(iter(bad))}="):
+            apply_overrides(bert.BertConfig(), TrainConfig(), bad)
+
+
+def test_a_train_job_keeps_its_overrides_as_pairs_and_refuses_what_no_flag_allows():
+    from commands.user_errors import UserError
+    from models.training.train_job import TrainJob
+
+    job = TrainJob(train_data="d/*", model_dir="m", overrides=["train_steps=4", "model.dropout=0"],
+                   allow_change=["learning_rate,batch_size", "seed"])
+    assert job.overrides == (("train_steps", "4"), ("model.dropout", "0"))
+    assert job.allow_change == ("learning_rate", "batch_size", "seed")
+    assert TrainJob(train_data="d/*", model_dir="m", overrides={"train_steps": 4}).overrides == (("train_steps", 4),)
+    with pytest.raises(OverrideError, match="expected key=value"):
+        TrainJob(train_data="d/*", model_dir="m", overrides=["train_steps"])
+    with pytest.raises(UserError, match="--strategy tpus: use one of auto, tpu"):
+        TrainJob(train_data="d/*", model_dir="m", strategy="tpus")
+    with pytest.raises(UserError, match="--model elmo: use one of bert, gpt, bilm"):
+        TrainJob(train_data="d/*", model_dir="m", model="elmo")
+
+
 def test_tuple_fields_parse_from_lists():
     @dataclasses.dataclass(frozen=True)
     class WithTuples:

@@ -69,7 +69,8 @@ def test_the_tiny_preset_recipe_is_the_default_and_set_wins(kind, module, tmp_pa
 
     def resolve(*overrides, preset=f"{kind}_tiny", run="run"):
         argv = ["--model", kind, "--preset", preset, "--train_data", pattern, "--model_dir", str(tmp_path / run)]
-        return train.resolve(train.parse_args(argv + [a for o in overrides for a in ("--set", o)]))[1]
+        args = train.parse_args(argv + [a for o in overrides for a in ("--set", o)])
+        return train.resolve(train.job_from_args(args)).train_config
 
     assert resolve().learning_rate == recipe["learning_rate"]
     assert resolve("learning_rate=5e-4").learning_rate == 5e-4
