@@ -19,20 +19,18 @@ import time
 from demo import commands
 from demo.data_steps import pattern
 
-# Brief-run recipe per from-scratch model on top of its tiny preset (untied outputs): peak learning rate
-# (warm-up: a tenth of the steps), batch, and model fields for a run this short: BERT learns more per token
-# without dropout, GPT less (it stays longer on the unigram plateau). GPT takes batch 16 for twice the steps,
-# the same tokens and CPU: held-out perplexity 176 against 224 at batch 32 and 318 at 64 (Shakespeare; BERT at
-# batch 16 learns no more per token). Measured in docs/learning.md.
+# The brief-run recipe of each from-scratch model, over its tiny preset (untied outputs): peak learning rate
+# (warm-up: a tenth of the steps, then linear decay), batch, and model fields. BERT trains without dropout (it
+# learns more per token in a run this short); GPT takes batch 16 for twice the steps of batch 32's tokens (it
+# leaves the unigram plateau sooner). Why, with the figures:
+# docs/learning.md#why-the-demos-budgets-and-dropout.
 LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
 BATCHES = {"bert": 32, "gpt": 16, "bilm": 32}
 MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
-# Each profile's share of `--demo_steps` per model. `default` fits `make demo` in 20 minutes on 2 AVX2 cores,
-# set-up included: on the Brown Corpus 600 steps keep BERT's held-out MLM accuracy above 2x the most frequent
-# token's and GPT's perplexity under 0.35x the unigram's, and give the biLM the steps its perplexity needs to
-# get under 0.55x (300 steps: 0.60x). `long` (`DEMO_PROFILE=long`) trains the biLM seven times longer for the
-# senses, the model closest to the most-frequent-sense ceiling: 0.4156 against 0.409 at 4,200 steps, 49.5
-# CPU-min on AVX2 (3,000 steps: 0.4085; docs/learning.md#recipes-for-word-senses); the other runs are reused.
+# Each profile's share of `--demo_steps` per model. `default` is sized for `make demo`'s 20-minute budget on 2
+# AVX2 cores, set-up included. `long` (`DEMO_PROFILE=long`) trains the biLM, the from-scratch model closest to
+# the most-frequent-sense ceiling, seven times longer, to where its vectors pass that ceiling; the other runs
+# are reused. Figures: docs/learning.md#recipes-for-word-senses.
 PROFILES = {"default": {"bert": 1.0, "gpt": 1.0, "bilm": 1.0},
             "long": {"bert": 1.0, "gpt": 1.0, "bilm": 7.0}}
 # The continued track: batch 16 of 64-token sequences; the heads at a high rate, the encoder at BERT's
@@ -42,9 +40,8 @@ HEAD_FLAGS = {"learning_rate": 3e-3, "train_only": "mlm_head,nsp_head"}
 CONTINUED_FLAGS = {"learning_rate": 1e-4}
 
 
-# XLA for runs of at least this many steps. Compiling costs about 13 s of a short run (bert_tiny, 6 steps:
-# 31 s with XLA, 17 s without, AVX2 2-core EPYC); over hundreds of steps it pays: the biLM trains 1.8x faster
-# with it, BERT and GPT about as fast (AVX2: 71 and 59 examples/s with XLA, 74 and 62 without; docs/learning.md).
+# XLA for runs of at least this many steps: compiling costs seconds that only a run of hundreds of steps wins
+# back (docs/learning.md#why-the-demos-budgets-and-dropout).
 XLA_MIN_STEPS = 50
 
 
