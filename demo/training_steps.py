@@ -21,9 +21,8 @@ from demo.data_steps import pattern
 
 # The brief-run recipe of each from-scratch model, over its tiny preset (untied outputs): peak learning rate
 # (warm-up: a tenth of the steps, then linear decay), batch, and model fields. BERT trains without dropout (it
-# learns more per token in a run this short); GPT takes batch 16 for twice the steps of batch 32's tokens (it
-# leaves the unigram plateau sooner). Why, with the figures:
-# docs/learning.md#why-the-demos-budgets-and-dropout.
+# learns more per token in a run this short); GPT takes batch 16, more updates for the same tokens (it leaves
+# the unigram plateau sooner). Why, with the figures: docs/learning.md#why-the-demos-budgets-and-dropout.
 LEARNING_RATES = {"bert": 2e-3, "gpt": 1e-3, "bilm": 2e-3}
 BATCHES = {"bert": 32, "gpt": 16, "bilm": 32}
 MODEL_FLAGS = {"bert": {"dropout": 0.0}, "gpt": {}, "bilm": {}}
