@@ -2,7 +2,7 @@
 records with the same recipe?
 
     .venv/bin/python -m benchmarks.vector_parity --data_dir DEMO_DIR/data [--models bert,gpt] [--seeds 1,2,3] \\
-        [--steps 600] [--out_dir .cache/vector_parity] [--senses PATH] [--no_history]
+        [--steps 600] [--trainers ours,peer] [--out_dir .cache/vector_parity] [--senses PATH] [--no_history]
 
 Per model kind and seed, each in a process of its own, on the demo's TFRecords (`DEMO_DIR/data/<kind>/` and
 `<kind>_heldout/`) at the demo's recipe (`demo.training_steps`: peak rate, batch, warm-up a tenth, linear
@@ -12,7 +12,7 @@ decay, dropout) and the same seed:
 - `peer`: keras-hub's own model of the same shape trained by Keras `fit` (`benchmarks.parity_runs keras_hub
   --head untied`): BERT's `BertBackbone` + `MaskedLMHead`; GPT's `GPT2Backbone` with an untied output layer.
   GPT-2's blocks are pre-LN, so for GPT `ours_pre_ln` (our GPT with `normalize_first=true`) is the like-for-like
-  run, and `ours` the demo's post-LN model;
+  run, and `ours` the demo's post-LN model (`--trainers` picks a subset: `ours,peer` skips it);
 - every run is written as a model_dir (the peer's weights moved into our layout, checked to compute the
   peer's outputs), exported by `serving.export`, and scored by `downstream.evaluate_senses` on WordNet's
   sense-labelled sentences (`demo.wordnet`, the demo's data; `--senses` another file) and by
@@ -152,6 +152,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default="bert,gpt")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--trainers", default=None, help="comma-separated subset of each kind's trainers "
+                                                             "(default: all; ours and peer are always kept)")
     parser.add_argument("--senses", default=None, help="sense records (default: the demo's WordNet 3.1 data)")
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "vector_parity"))
     parser.add_argument("--no_history", action="store_true")
@@ -167,11 +169,13 @@ def main(argv=None) -> int:
     for kind in args.models.split(","):
         data = {"train": os.path.join(args.data_dir, kind, f"{kind}-*.tfrecord"),
                 "heldout": os.path.join(args.data_dir, f"{kind}_heldout", f"{kind}-*.tfrecord")}
-        results = [one_run(kind, t, int(s), args, data) for s in args.seeds.split(",") for t in TRAINERS[kind]]
+        wanted = {"ours", "peer", *args.trainers.split(",")} if args.trainers else set(TRAINERS[kind])
+        trainers = [t for t in TRAINERS[kind] if t in wanted]
+        results = [one_run(kind, t, int(s), args, data) for s in args.seeds.split(",") for t in trainers]
         summary[kind] = table(kind, results)
         workload = f"demo data, {kind}_tiny {args.steps} steps, seeds {args.seeds}"
         figures += [history.Figure(f"{kind}_{t}_best_contextual_sense_accuracy", summary[kind][t]["best contextual"][0],
-                                   workload=workload) for t in TRAINERS[kind]]
+                                   workload=workload) for t in trainers]
     if not args.no_history:
         history.record("vector_parity", figures, measured_at=started_on)
     print(json.dumps(summary))
