@@ -49,11 +49,11 @@ test-under-load: $(STAMP)
 	$(MAKE) --no-print-directory test
 
 bench: $(STAMP)
-	$(PY) -m benchmarks.tokenization
-	$(PY) -m benchmarks.vocab_learning
-	$(PY) -m benchmarks.pretraining_data
-	$(PY) -m benchmarks.training
-	$(PY) -m benchmarks.model_quality
+	$(PY) -m benchmarks.data.tokenization
+	$(PY) -m benchmarks.data.vocab_learning
+	$(PY) -m benchmarks.data.pretraining_data
+	$(PY) -m benchmarks.training.training
+	$(PY) -m benchmarks.training.model_quality
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

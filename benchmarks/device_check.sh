@@ -39,9 +39,9 @@ run_step() {  # name, timeout (s), module and arguments
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>/dev/null || echo "no GPU" >"$OUT/gpu.txt"
 lscpu | grep 'Model name' >"$OUT/cpu.txt" 2>/dev/null
-run_step bf16 "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_bfloat16 --peak_tflops 989
-run_step fp16 "$LIMIT" benchmarks.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_float16 --peak_tflops 989
-run_step reader 60 benchmarks.reader "${READER[@]}"
+run_step bf16 "$LIMIT" benchmarks.training.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_bfloat16 --peak_tflops 989
+run_step fp16 "$LIMIT" benchmarks.training.training "${TRAIN[@]}" --xla "$XLA" --mixed_precision mixed_float16 --peak_tflops 989
+run_step reader 60 benchmarks.training.reader "${READER[@]}"
 
 "$PY" - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
 import json, os, sys

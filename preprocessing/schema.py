@@ -10,7 +10,7 @@ Serialization is batched in numpy (`serialize`): every row of a batch has the sa
 order, so the whole batch is encoded as one byte matrix and cut into rows. The bytes equal
 `tf.train.Example.SerializeToString(deterministic=True)`. In the BERT data job it takes about 5 us a row,
 against about 11.7 for the TF string ops (`tf.io.encode_proto`, `tf.strings.join`) it replaced
-(`benchmarks.data_stages`).
+(`benchmarks.data.data_stages`).
 """
 
 import dataclasses

@@ -1,10 +1,10 @@
-"""benchmarks.history: the results file's lines and the verdict against the last figure on the same CPU.
+"""benchmarks.lib.history: the results file's lines and the verdict against the last figure on the same CPU.
 No timing here: the figures are made up."""
 
 import json
 
-from benchmarks import history
-from benchmarks.history import Figure
+from benchmarks.lib import history
+from benchmarks.lib.history import Figure
 
 
 def entry(value, commit="aaa", cpu="AMD EPYC", workload="w", total=40.0, fixed=8.0, higher=True, isa="avx2"):

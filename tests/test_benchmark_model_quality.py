@@ -1,9 +1,9 @@
-"""benchmarks.model_quality's checks (the thresholds `make bench` holds the brief real-corpus runs to) and its
+"""benchmarks.training.model_quality's checks (the thresholds `make bench` holds the brief real-corpus runs to) and its
 history figures, on made-up results: each check passes on good figures and fails when its figure crosses."""
 
 import pytest
 
-from benchmarks import model_quality
+from benchmarks.training import model_quality
 
 GOOD = {"bert": {"model": {"examples": 864, "mlm_accuracy": 0.15, "mlm_loss": 5.0, "nsp_accuracy": 0.6,
                            "train_seconds": 600.0},

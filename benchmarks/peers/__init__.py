@@ -1,2 +1,3 @@
-"""Independent trainers that the learning-parity benchmark runs beside ours, each installed in its own cache
-folder (never in the project's virtual environment) and run as a subprocess."""
+"""The peers the benchmarks run beside the project: independent trainers (each installed in its own cache
+folder, never in the project's virtual environment, and run as a subprocess), keras-hub's models at our
+shapes, the fine-tuning peers, and google-research/bert's data algorithm."""

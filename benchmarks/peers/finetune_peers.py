@@ -1,4 +1,4 @@
-"""The fine-tuning peers `benchmarks.finetune_parity` runs beside `downstream.finetune`, each on a HuggingFace
+"""The fine-tuning peers `benchmarks.downstream.finetune_parity` runs beside `downstream.finetune`, each on a HuggingFace
 BERT folder, as their own users would run them, with the recipe given on the command line:
 
     python -m benchmarks.peers.finetune_peers keras_hub_classify --hf_dir DIR --train train.tsv --eval dev.tsv \\

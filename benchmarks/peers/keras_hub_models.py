@@ -1,4 +1,4 @@
-"""keras-hub's own models at this project's shapes, the peers that `benchmarks.parity_runs` trains with `fit`,
+"""keras-hub's own models at this project's shapes, the peers that `benchmarks.lib.parity_runs` trains with `fit`,
 and the move of a trained peer's weights into this project's model_dir, so that its vectors are exported and
 scored by the same code as ours (`serving.export`, `downstream.evaluate_senses`).
 

@@ -1,6 +1,6 @@
 """Running the Model Garden BERT peer (`model_garden_bert.py`) at one of our recipes, in a process of its own
-with Model Garden on its path (`model_garden.ensure_installed`): what `benchmarks.learning_parity` and
-`benchmarks.time_to_quality` share."""
+with Model Garden on its path (`model_garden.ensure_installed`): what `benchmarks.training.learning_parity` and
+`benchmarks.training.time_to_quality` share."""
 
 import os
 import subprocess
@@ -22,7 +22,7 @@ def python(module_or_script: list[str], env: dict | None = None) -> None:
 def train(patterns: dict, overrides: list[str], steps: int, points: int, eval_batches: int, output: str,
           cache_dir: str) -> None:
     """Model Garden's BERT at the shape and recipe of `bert_tiny` with `overrides` (resolved as ours)."""
-    from benchmarks.parity_runs import resolve_configs
+    from benchmarks.lib.parity_runs import resolve_configs
     from benchmarks.peers import model_garden
     from preprocessing import readers
 

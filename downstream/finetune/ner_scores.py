@@ -1,5 +1,5 @@
 """Scores of a tagging: word accuracy, and for IOB tags conlleval's entity precision, recall and F1. Pure
-Python; the tagging task (`tasks.TagTask`) and the peers of `benchmarks.finetune_parity` score with it.
+Python; the tagging task (`tasks.TagTask`) and the peers of `benchmarks.downstream.finetune_parity` score with it.
 
 Example:
     tag_scores([("B-PER", "I-PER", "O")], [["B-PER", "O", "O"]])  # accuracy 2/3, precision 0, recall 0, f1 0

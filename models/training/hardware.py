@@ -1,7 +1,7 @@
 """The run-time precision decision: the Keras dtype policy a training run gets when its config says `auto`.
 
 On TPUs and GPUs `auto` is `mixed_bfloat16` (both have bfloat16 matrix units; XLA stays on, the TrainConfig
-default). On a CPU it is what `benchmarks.training --precision` measured fastest for that CPU's class of
+default). On a CPU it is what `benchmarks.training.training --precision` measured fastest for that CPU's class of
 bfloat16 support (read from `/proc/cpuinfo` at run time, never assumed) and the run's XLA setting, by the rule
 in docs/accelerators.md: a policy replaces `float32` only when it is at least `MIN_SPEEDUP` faster in tokens
 per CPU-second for each of bert_tiny, gpt_tiny and bilm_tiny. A class not measured yet keeps `float32`.

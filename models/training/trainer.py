@@ -292,8 +292,8 @@ class Trainer:
                 tf.summary.scalar(k, v)
         writers["train"].flush()
         # The training process's CPU seconds so far (all threads, start-up and tracing included): what a step
-        # budget costs on this machine (`benchmarks.model_quality --senses` reads it per checkpoint); and the
-        # part spent in training steps (`train_cpu_seconds`, `benchmarks.time_to_quality`).
+        # budget costs on this machine (`benchmarks.training.model_quality --senses` reads it per checkpoint); and the
+        # part spent in training steps (`train_cpu_seconds`, `benchmarks.training.time_to_quality`).
         self._append_history({"step": step, "split": "train", **metrics, "cpu_seconds": round(time.process_time(), 1),
                               "train_cpu_seconds": round(self.train_cpu_seconds, 1)})
         return metrics

@@ -1,5 +1,5 @@
 """The context-free baselines (`models.training.baselines`) and the learning-parity runs' independent pieces
-(`benchmarks.parity_runs`): exact values on tiny inputs, and agreement with the product's own formulas."""
+(`benchmarks.lib.parity_runs`): exact values on tiny inputs, and agreement with the product's own formulas."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks import parity_runs
+from benchmarks.lib import parity_runs
 from models.objective import weighted_cross_entropy
 from models.training import baselines, optimization
 from tests.fixtures.training import write_dataset

@@ -1,4 +1,4 @@
-"""The pretraining-data benchmark's peer (`benchmarks/reference_create_pretraining_data.py`) tokenizes as the
+"""The pretraining-data benchmark's peer (`benchmarks/peers/reference_create_pretraining_data.py`) tokenizes as the
 original script does: its pure-Python tokenizer gives the project tokenizer's pieces (and HuggingFace's), so
 the benchmark compares the same work."""
 
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from benchmarks.reference_create_pretraining_data import OriginalTokenizer, load_vocab
+from benchmarks.peers.reference_create_pretraining_data import OriginalTokenizer, load_vocab
 from tests.conftest import PRETRAIN
 
 TRICKY = ["Café au lait, s'il vous plaît!", "Don't stop\tthe 中文 text\x00 here\u200b.",

@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/scaling.py: how the Mx corpus is laid out (distinct documents, partitions that
+"""The pure parts of benchmarks/data/scaling.py: how the Mx corpus is laid out (distinct documents, partitions that
 grow with it), the figures (spread, shares) and the projection."""
 
 import glob
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from benchmarks.scaling import copy_names, linear_fit, make_corpora, project, share, split_documents, spread
+from benchmarks.data.scaling import copy_names, linear_fit, make_corpora, project, share, split_documents, spread
 
 
 def test_split_documents_keeps_order_and_balances_counts():

@@ -1,6 +1,6 @@
 """Load test of the local TF Serving-compatible server against calling the same signature in-process.
 
-    .venv/bin/python -m benchmarks.serving [--clients 16] [--requests 3000] [--instances 1] \\
+    .venv/bin/python -m benchmarks.serving.serving [--clients 16] [--requests 3000] [--instances 1] \\
         [--model_base_path DIR --model_name NAME --text_file FILE]
 
 Model: the latest version under `--model_base_path` (a real export with a text-in `serving_default`), or by
@@ -38,7 +38,7 @@ from serving.server.model_config import ModelEntry  # noqa: E402
 from serving.server.manager import version_folders  # noqa: E402
 from tests.fixtures.serving import save_text_model  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCES = ["the quick brown fox jumps over the lazy dog", "a man a plan a canal panama",
              "to be or not to be that is the question", "serving models over rest is easy",
              "all happy families are alike each unhappy family is unhappy in its own way"]

@@ -1,6 +1,6 @@
 """Benchmark of the near-duplicate stage: precision and recall against exact all-pairs Jaccard, and its cost.
 
-    .venv/bin/python -m benchmarks.dedup [--base 1000] [--per_rate 40] [--exact 40] [--repeats 3]
+    .venv/bin/python -m benchmarks.data.dedup [--base 1000] [--per_rate 40] [--exact 40] [--repeats 3]
         [--baseline DIR] [--skip_cost] [--dask_memory [--dask_threads 2]]
 
 Quality: a synthetic corpus (Zipf-distributed words, 4-12 sentences of 8-20 words per document) of `--base`
@@ -36,7 +36,7 @@ checkout, so both see the same machine load; its quality is measured too.
 
 Each run appends its figures (the baseline's beside them), the commit, the CPU model and the load average
 to `benchmarks/results/dedup.jsonl` and prints the change against the last run on the same CPU model and
-instruction sets (`benchmarks.history.cpu_isa`).
+instruction sets (`benchmarks.lib.history.cpu_isa`).
 """
 
 import argparse
@@ -51,12 +51,14 @@ import tempfile
 import time
 from typing import Sequence
 
-from benchmarks import _proc, history
+from benchmarks.lib import proc as _proc
+
+from benchmarks.lib import history
 from preprocessing import near_duplicates
 
 RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
 RESULTS = os.path.join(history.RESULTS_DIR, "dedup.jsonl")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def zipf_words(rng, size=20000, s=1.1):
@@ -214,7 +216,7 @@ def _job_args(pattern: str, vocab: str, extra: list[str], dupe_factor: int = 1,
 def dask_memory(args, tmp: str) -> dict:
     """The Dask worker's peak RSS running the job alone and with `--dedup all`, at 1x and `args.scale`x the
     corpus, each on a fresh one-worker cluster."""
-    from benchmarks._dask import on_fresh_worker
+    from benchmarks.lib.dask_worker import on_fresh_worker
 
     out = {"threads": args.dask_threads}
     vocab = os.path.join(tmp, "mem_vocab.txt")
@@ -296,7 +298,7 @@ def record(figures: dict) -> None:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dedup", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.data.dedup", description=__doc__.split("\n")[0])
     parser.add_argument("--base", type=int, default=1000)
     parser.add_argument("--per_rate", type=int, default=40)
     parser.add_argument("--exact", type=int, default=40)

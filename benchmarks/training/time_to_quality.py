@@ -1,7 +1,7 @@
 """Time to quality against TF Model Garden: how many CPU-seconds of training does our BERT need to reach the
 held-out masked-LM loss that Model Garden's `BertPretrainerV2` reaches in N steps?
 
-    .venv/bin/python -m benchmarks.time_to_quality --data_dir DEMO_DIR/data [--steps 1000] [--points 20] \\
+    .venv/bin/python -m benchmarks.training.time_to_quality --data_dir DEMO_DIR/data [--steps 1000] [--points 20] \\
         [--eval_batches 19] [--out_dir .cache/time_to_quality] [--no_history]
 
 Three runs on the same TFRecords (the demo's `bert/` and `bert_heldout/`), each in a process of its own, all
@@ -14,7 +14,7 @@ every N / `--points` steps:
   0.01, its masked-LM output tied to the token embedding;
 - `Model Garden, our recipe`: the same trainer at the demo's recipe (`demo.training_steps`: peak 2e-3, warm-up
   a tenth, no dropout): the trainers' parity at equal recipe;
-- `ours`: `models.training.Trainer` with the demo's `bert_tiny` recipe (`benchmarks.parity_runs ours`).
+- `ours`: `models.training.Trainer` with the demo's `bert_tiny` recipe (`benchmarks.lib.parity_runs ours`).
 
 CPU-seconds are every thread's, spent in training steps (tracing and compiling included; evaluations and
 start-up left out), as each trainer counts them. For each Model Garden run, its held-out MLM loss at N steps is
@@ -29,7 +29,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 32
 MG_DEFAULT = {"learning_rate": 1e-4, "warmup_fraction": 0.01, "dropout": 0.1}
 
@@ -60,7 +60,7 @@ def run(name: str, trainer: str, overrides: list[str], args, patterns: dict) -> 
             model_garden_run.train(patterns, overrides, args.steps, args.points, args.eval_batches, output + ".tmp",
                                    args.cache_dir)
         else:
-            model_garden_run.python(["-m", "benchmarks.parity_runs", "ours", "--kind", "bert", "--train_data",
+            model_garden_run.python(["-m", "benchmarks.lib.parity_runs", "ours", "--kind", "bert", "--train_data",
                                      patterns["pretrain"], "--eval_data", patterns["heldout"], "--steps",
                                      str(args.steps), "--points", str(args.points), "--eval_batches",
                                      str(args.eval_batches), "--output", output + ".tmp",
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.steps % args.points:
         parser.error(f"--steps {args.steps} is not a multiple of --points {args.points}")
-    from benchmarks import history
+    from benchmarks.lib import history
 
     started_on = history.git_commit()
     print(f"machine: {history.machine()}")

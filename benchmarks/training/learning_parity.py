@@ -1,10 +1,10 @@
 """Learning parity: does our trainer learn per token what an independent trainer learns on the same data?
 
-    .venv/bin/python -m benchmarks.learning_parity [--models gpt,bert] [--gpt_steps 150] [--bert_steps 300] \\
+    .venv/bin/python -m benchmarks.training.learning_parity [--models gpt,bert] [--gpt_steps 150] [--bert_steps 300] \\
         [--points 3] [--data_dir DEMO_DIR/data | --work_dir .cache/model_quality] [--out_dir .cache/learning_parity]
 
 One run, side by side, on the same TFRecords with the same batch (32), steps, warm-up (a tenth), peak rate and
-linear decay, each run in a process of its own (`benchmarks.parity_runs`, `benchmarks/peers/`):
+linear decay, each run in a process of its own (`benchmarks.lib.parity_runs`, `benchmarks/peers/`):
 
 - GPT: our trainer on the GPT-2 shape (`normalize_first`, tied output, no bias) against keras-hub's
   `GPT2CausalLM` trained by Keras `fit`, the same shape: the trainer's parity. Then our `gpt_tiny` preset
@@ -17,7 +17,7 @@ linear decay, each run in a process of its own (`benchmarks.parity_runs`, `bench
 Held-out loss (GPT's next-token loss, BERT's MLM loss) over the same first batches of the held-out TFRecords,
 before training (it must be about ln(vocab)) and at `--points` equal-token points; the ratio ours / peer at
 each; the unigram baseline of the same targets. Data: the demo's layout (`--data_dir DEMO_DIR/data`:
-`gpt/`, `gpt_heldout/`, `bert/`, `bert_heldout/`) or, by default, `benchmarks.model_quality`'s TFRecords of
+`gpt/`, `gpt_heldout/`, `bert/`, `bert_heldout/`) or, by default, `benchmarks.training.model_quality`'s TFRecords of
 the shared corpus (made on first use). Prints a table per model and a final JSON line.
 """
 
@@ -26,10 +26,10 @@ import json
 import math
 import os
 
-from benchmarks import model_quality
+from benchmarks.training import model_quality
 from benchmarks.peers import model_garden_run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 32
 GPT2_SHAPE = ["normalize_first=true", "tie_output=true", "output_bias=false"]
 BERT_SHAPE = ["tie_output=true", "normalize_first=false"]
@@ -71,7 +71,7 @@ def run_kind(kind: str, args, steps: int) -> dict:
             model_garden_run.train(patterns, overrides, steps, args.points, args.eval_batches, output,
                                    args.cache_dir)
         else:
-            model_garden_run.python(["-m", "benchmarks.parity_runs", trainer, "--kind", kind, "--train_data",
+            model_garden_run.python(["-m", "benchmarks.lib.parity_runs", trainer, "--kind", kind, "--train_data",
                                      patterns["pretrain"], "--eval_data", patterns["heldout"], "--steps", str(steps),
                                      "--points", str(args.points), "--eval_batches", str(args.eval_batches),
                                      "--output", output, *[a for o in overrides for a in ("--set", o)]])
@@ -99,7 +99,7 @@ def report(kind: str, result: dict) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.learning_parity", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.training.learning_parity", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="gpt,bert")
     parser.add_argument("--gpt_steps", type=int, default=150)
     parser.add_argument("--bert_steps", type=int, default=300)

@@ -1,6 +1,6 @@
-"""Reference peer for `benchmarks.pretraining_data`: google-research/bert's create_pretraining_data.py algorithm.
+"""Reference peer for `benchmarks.data.pretraining_data`: google-research/bert's create_pretraining_data.py algorithm.
 
-    .venv/bin/python -m benchmarks.reference_create_pretraining_data --input FILE[.gz] --vocab VOCAB \\
+    .venv/bin/python -m benchmarks.peers.reference_create_pretraining_data --input FILE[.gz] --vocab VOCAB \\
         --output OUT.tfrecord [--dupe_factor 5] [--max_seq_length 128] [--max_predictions_per_seq 20] \\
         [--masked_lm_prob 0.15] [--short_seq_prob 0.1] [--seed 12345]
 

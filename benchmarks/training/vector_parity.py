@@ -1,7 +1,7 @@
 """Vector parity: do our pretrained Transformers tell word senses apart as well as a peer's, trained on the same
 records with the same recipe?
 
-    .venv/bin/python -m benchmarks.vector_parity --data_dir DEMO_DIR/data [--models bert,gpt] [--seeds 1,2,3] \\
+    .venv/bin/python -m benchmarks.training.vector_parity --data_dir DEMO_DIR/data [--models bert,gpt] [--seeds 1,2,3] \\
         [--steps 600] [--trainers ours,peer] [--out_dir .cache/vector_parity] [--senses PATH] [--no_history]
 
 Per model kind and seed, each in a process of its own, on the demo's TFRecords (`DEMO_DIR/data/<kind>/` and
@@ -9,7 +9,7 @@ Per model kind and seed, each in a process of its own, on the demo's TFRecords (
 decay, dropout) and the same seed:
 
 - `ours`: `models.training.train` with the tiny preset, as `make demo` trains it;
-- `peer`: keras-hub's own model of the same shape trained by Keras `fit` (`benchmarks.parity_runs keras_hub
+- `peer`: keras-hub's own model of the same shape trained by Keras `fit` (`benchmarks.lib.parity_runs keras_hub
   --head untied`): BERT's `BertBackbone` + `MaskedLMHead`; GPT's `GPT2Backbone` with an untied output layer.
   GPT-2's blocks are pre-LN, so for GPT `ours_pre_ln` (our GPT with `normalize_first=true`) is the like-for-like
   run, and `ours` the demo's post-LN model (`--trainers` picks a subset: `ours,peer` skips it);
@@ -35,7 +35,7 @@ import resource
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINERS = {"bert": ("ours", "peer"), "gpt": ("ours", "ours_pre_ln", "peer")}
 LOSS = {"bert": "mlm_loss", "gpt": "loss"}
 
@@ -69,7 +69,7 @@ def train(kind: str, trainer: str, seed: int, steps: int, data: dict, model_dir:
     """Trains one run into `model_dir`; returns its CPU-seconds."""
     sets = recipe(kind, steps, seed) + (["normalize_first=true"] if trainer == "ours_pre_ln" else [])
     if trainer == "peer":
-        args = ["benchmarks.parity_runs", "keras_hub", "--kind", kind, "--train_data", data["train"],
+        args = ["benchmarks.lib.parity_runs", "keras_hub", "--kind", kind, "--train_data", data["train"],
                 "--eval_data", data["heldout"], "--steps", str(steps), "--points", "1", "--eval_batches", "1",
                 "--head", "untied", "--model_dir", model_dir, "--output", model_dir + ".json"]
     else:
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "vector_parity"))
     parser.add_argument("--no_history", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks import history
+    from benchmarks.lib import history
     from demo import wordnet
 
     args.senses = args.senses or wordnet.fetch(os.path.join(ROOT, ".cache"))

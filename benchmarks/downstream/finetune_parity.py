@@ -1,7 +1,7 @@
 """Fine-tuning parity: our `downstream.finetune` (through the TF-Hub export, `hub.KerasLayer`) beside peer
 trainers on the same checkpoint, the same data and the same recipe, several seeds each, in one run.
 
-    .venv/bin/python -m benchmarks.finetune_parity [--seeds 3] [--epochs 3] [--train_examples 0] \\
+    .venv/bin/python -m benchmarks.downstream.finetune_parity [--seeds 3] [--epochs 3] [--train_examples 0] \\
         [--tag_train_examples 0] [--skip_tagging] [--tasks ../shared/data/tasks] [--work /tmp/finetune-parity] \\
         [--no_history]
 
@@ -15,17 +15,17 @@ decay to 0, global-norm clipping 1.0, dropout 0.1, sequence length 64.
   `BertTextClassifier.from_preset` on the HuggingFace folder (`benchmarks/peers/finetune_peers.py`). Note:
   keras-hub's HuggingFace loader gives every BERT the tanh GELU, where MiniLM (and our conversion) has the
   exact one; that is the peer as its users get it.
-- tagging: Universal NER English-EWT (`tasks/uner/dev.conll`, split as `benchmarks.finetune` splits it: a
+- tagging: Universal NER English-EWT (`tasks/uner/dev.conll`, split as `benchmarks.downstream.finetune` splits it: a
   held-out fifth by stable hash), entity F1; the peer is HuggingFace `BertForTokenClassification` in PyTorch.
 
-Each run is its own process (`benchmarks._proc.run_tree`: wall and CPU seconds of the whole tree); ours and
+Each run is its own process (`benchmarks.lib.proc.run_tree`: wall and CPU seconds of the whole tree); ours and
 the peer take turns seed by seed, so a change in the machine's load falls on both. `--train_examples N` uses
 a fixed subset (the first N after a permutation with seed 0; the same file for both) for a quick check.
 Prints each run, then per task and system the mean and sample standard deviation of the dev metric over the
 seeds, the gap ours - peer in points with its standard error, and seconds per training step after the first
 (tracing and compilation left out: ours from `downstream.finetune`'s progress lines, the peers' from their
 loops; the training loop's whole time over its steps for a one-step run) with the ratio ours / peer. The last
-line is one JSON object. Figures go to `benchmarks/results/finetune_parity.jsonl` (`benchmarks.history`, with
+line is one JSON object. Figures go to `benchmarks/results/finetune_parity.jsonl` (`benchmarks.lib.history`, with
 the commit and the CPU model) unless `--no_history`.
 
 Measured so far: only the end-to-end check on a slice (`--train_examples 300 --tag_train_examples 300
@@ -42,10 +42,12 @@ import shutil
 import statistics
 import sys
 
-from benchmarks import _proc, history
+from benchmarks.lib import proc as _proc
+
+from benchmarks.lib import history
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPE = {"batch_size": 32, "learning_rate": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "clip_norm": 1.0,
           "dropout": 0.1, "max_seq_length": 64}
 METRIC = {"classify": "accuracy", "tag": "f1"}
@@ -155,7 +157,7 @@ def figures(summary: dict, workload: str) -> list:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_parity", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.downstream.finetune_parity", description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=shared_data.path("tasks"))
     parser.add_argument("--work", default="/tmp/finetune-parity")
     parser.add_argument("--cache", default=os.path.join(ROOT, ".cache"))

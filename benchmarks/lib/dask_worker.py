@@ -1,5 +1,5 @@
 """A one-worker `distributed.LocalCluster` for the benchmarks that measure a Beam job's memory per worker on
-the Dask runner (`benchmarks.embed`, `benchmarks.dedup`), and the worker's own peak RSS.
+the Dask runner (`benchmarks.serving.embed`, `benchmarks.data.dedup`), and the worker's own peak RSS.
 
 The job runs in a subprocess given `dask_args(address)`; the worker is a process of its own, so its VmHWM
 (the kernel's peak RSS of that process) read through `client.run` after the job is the job's peak memory on

@@ -1,7 +1,7 @@
 """The Beam embedding job against `downstream.features` in one process: sentences per CPU-second (per core)
 on the same module and sentences, and the job's peak memory per worker with 1 and with 4 threads.
 
-    .venv/bin/python -m benchmarks.embed [--corpus PATH] [--sentences 2000] [--startup_sentences 20] \\
+    .venv/bin/python -m benchmarks.serving.embed [--corpus PATH] [--sentences 2000] [--startup_sentences 20] \\
         [--kind bert] [--layers last] [--skip_memory] [--no_history]
 
 The module: a tiny export of `--kind` (bert: `bert_tiny`, 2 layers x 128) built as the tests build theirs
@@ -22,7 +22,7 @@ with 1 thread, then a fresh one with 4 threads (`--dask_npartitions 4`: four bun
 worker); the worker's VmHWM (kernel peak RSS) after the run, and metadata.json's `model_loads`.
 Prints a table and a final line holding a JSON object of all figures; then, unless --no_history, both
 engines' sentences per CPU-second (start-up subtracted) go to benchmarks/results/embed.jsonl with the change
-against the last figure on this CPU model (`benchmarks.history`; the small run's CPU is the fixed cost).
+against the last figure on this CPU model (`benchmarks.lib.history`; the small run's CPU is the fixed cost).
 """
 
 import argparse
@@ -32,12 +32,12 @@ import os
 import sys
 import tempfile
 
-from benchmarks import history
-from benchmarks._dask import on_fresh_worker
-from benchmarks._proc import log_tail, run_tree
+from benchmarks.lib import history
+from benchmarks.lib.dask_worker import on_fresh_worker
+from benchmarks.lib.proc import log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOAL = 0.9
 ONE_WORKER = ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing", "--direct_num_workers", "1"]
 

@@ -203,7 +203,7 @@ def log_tail(path: str, lines: int = 30) -> str:
 def run_module(args: list[str], root: str | None = None) -> str:
     """Runs `python -m ARGS` from the project root (or the checkout at `root`); returns its stdout, or raises
     with the end of stderr."""
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-m", *args], cwd=root, capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
     if result.returncode:

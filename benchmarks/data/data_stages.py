@@ -1,6 +1,6 @@
 """Where the BERT data job's marginal CPU goes, stage by stage, in one process.
 
-    .venv/bin/python -m benchmarks.data_stages [--corpus PATH] [--vocab PATH] [--copies 1] [--dupe_factor 5]
+    .venv/bin/python -m benchmarks.data.data_stages [--corpus PATH] [--vocab PATH] [--copies 1] [--dupe_factor 5]
         [--max_documents N] [--output_dir DIR]
 
 Runs the job's own DoFns and functions (`pipeline.documents.ReadDocuments`, `pipeline.example_makers`'
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks import pretraining_data as bench
+from benchmarks.data import pretraining_data as bench
 from demo import shared_data
 
 DOCS_PER_BUCKET = 500  # the job's --docs_per_bucket default
@@ -150,7 +150,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--max_documents", type=int, default=None)
     args = parser.parse_args(argv)
-    from benchmarks import history
+    from benchmarks.lib import history
 
     tmp = tempfile.mkdtemp(prefix="data_stages_")
     try:

@@ -31,7 +31,7 @@ import subprocess
 
 from models.training.hardware import ISA_FLAGS, cpu_isa, cpu_model, machine  # noqa: F401  (the machine key)
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 WORSE_BY = 0.20
 LARGE_ENOUGH = 3.0
 

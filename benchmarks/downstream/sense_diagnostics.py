@@ -1,6 +1,6 @@
 """What the demo's models' vectors are made of, beside the same models before training: the diagnostics table.
 
-    .venv/bin/python -m benchmarks.sense_diagnostics --demo_dir DEMO_DIR [--models bert,gpt,bilm,minilm] \\
+    .venv/bin/python -m benchmarks.downstream.sense_diagnostics --demo_dir DEMO_DIR [--models bert,gpt,bilm,minilm] \\
         [--max_sentences 2000] [--out_dir .cache/sense_diagnostics]
 
 For every model of a finished `make demo` (its exports under `DEMO_DIR/export/`), and for the same config
@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMNS = ("sense", "centred", "standardised", "anisotropy", "top_component_share", "word", "position",
            "sentence", "context")
 
@@ -39,7 +39,7 @@ def _cached_json(path: str, make) -> dict:
 
 
 def _last_json(args: list[str]) -> dict:
-    from benchmarks._proc import run_module
+    from benchmarks.lib.proc import run_module
 
     return json.loads(run_module(args).strip().splitlines()[-1])
 
@@ -57,8 +57,8 @@ def measure(export_dir: str, senses: str, sentences: str, max_sentences: int, ou
 
 def initial_export(demo_dir: str, kind: str, out_dir: str) -> str:
     """The export of `kind`'s demo config with its initial weights (made once under `out_dir`)."""
-    from benchmarks._proc import run_module
-    from benchmarks.pretraining_gain import random_model_dir
+    from benchmarks.lib.proc import run_module
+    from benchmarks.downstream.pretraining_gain import random_model_dir
 
     model_dir = random_model_dir(os.path.join(demo_dir, "runs", kind), os.path.join(out_dir, f"{kind}_initial"), 42)
     export_dir = model_dir + "_export"
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max_sentences", type=int, default=2000)
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "sense_diagnostics"))
     args = parser.parse_args(argv)
-    from benchmarks import history
+    from benchmarks.lib import history
     from demo import wordnet
 
     print(f"machine: {history.machine()}")

@@ -1,11 +1,11 @@
 """What pretraining buys when you fine-tune: the demo's pretrained models against the same shapes from random
 weights, fine-tuned on SST-2 with the same recipe and seeds.
 
-    .venv/bin/python -m benchmarks.pretraining_gain --demo_dir DEMO_DIR [--models bert,gpt,bilm] \\
+    .venv/bin/python -m benchmarks.downstream.pretraining_gain --demo_dir DEMO_DIR [--models bert,gpt,bilm] \\
         [--seeds 1,2,3] [--tasks ../shared/data/tasks] [--out_dir .cache/pretraining_gain] [--no_history]
 
 For each model kind and seed, two runs of `python -m downstream.finetune --task classify` on SST-2's train
-split, scored on its dev split, at `benchmarks.finetune`'s recipe for that kind (`RUNS["sst2_<kind>"]`; BERT
+split, scored on its dev split, at `benchmarks.downstream.finetune`'s recipe for that kind (`RUNS["sst2_<kind>"]`; BERT
 and GPT fine-tune every weight with a head on `[CLS]` / the last token, the biLM trains ELMo's scalar mix and
 a classifier over the frozen biLM) with `seed=<seed>`:
 
@@ -27,7 +27,7 @@ import sys
 
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def random_model_dir(trained: str, out: str, seed: int) -> str:
@@ -91,8 +91,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "pretraining_gain"))
     parser.add_argument("--no_history", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks import finetune as finetune_runs
-    from benchmarks import history
+    from benchmarks.downstream import finetune as finetune_runs
+    from benchmarks.lib import history
 
     started_on = history.git_commit()
     print(f"machine: {history.machine()}")

@@ -1,9 +1,9 @@
 """BERT pretraining throughput (tokens/s, MFU) of the project's training path and of a keras-hub reference.
 
-    .venv/bin/python -m benchmarks.training [--sizes tiny,mini,base] [--batch_size N] [--steps N] \\
+    .venv/bin/python -m benchmarks.training.training [--sizes tiny,mini,base] [--batch_size N] [--steps N] \\
         [--steps_per_execution N] [--seq_length 128] [--repeats 2] [--mixed_precision float32] [--xla on,off] \\
         [--peak_tflops T] [--no_history]
-    .venv/bin/python -m benchmarks.training --precision [--models bert,gpt,bilm] [--size tiny] [--steps 300] \\
+    .venv/bin/python -m benchmarks.training.training --precision [--models bert,gpt,bilm] [--size tiny] [--steps 300] \\
         [--log_every 25] [--precisions float32,mixed_bfloat16]
 
 Per size (`models.bert.PRESETS`), four runs in one process, with XLA on and off for each engine:
@@ -35,7 +35,7 @@ else the machine's float32 matmul peak, measured in this run (a
 square matmul, XLA-compiled or not, best of a few sizes). Prints a table and a final line holding a JSON object;
 then, unless --no_history, per size and XLA setting our tokens per CPU-second and its ratio to the reference's
 are appended to `benchmarks/results/training.jsonl`, each compared with the last figure recorded on this CPU
-model (`benchmarks.history`; timed executions only, so there is no fixed cost in the figures).
+model (`benchmarks.lib.history`; timed executions only, so there is no fixed cost in the figures).
 """
 
 import argparse
@@ -51,7 +51,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import history  # noqa: E402
+from benchmarks.lib import history  # noqa: E402
 from models import families  # noqa: E402
 from models.training import distribute, hardware  # noqa: E402
 from models.bert import PRESETS, BertConfig, BertTask  # noqa: E402

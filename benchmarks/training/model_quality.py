@@ -1,7 +1,7 @@
 """Do the models learn? Brief pretraining on the real corpus, evaluation on held-out text, against the
 baselines a model that learned nothing about context would reach.
 
-    python -m benchmarks.model_quality [--work_dir .cache/model_quality] [--steps N] [--models bert,gpt,bilm]
+    python -m benchmarks.training.model_quality [--work_dir .cache/model_quality] [--steps N] [--models bert,gpt,bilm]
         [--senses wordnet|PATH --sense_every K] [--data_dir DEMO_DIR/data] [--preset bilm_mini] \\
         [--set FIELD=VALUE ...] [--no_history] [--note TEXT]
 
@@ -45,10 +45,10 @@ import time
 
 import numpy as np
 
-from benchmarks._proc import run_module
+from benchmarks.lib.proc import run_module
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = {"pretrain": shared_data.path("corpus", "pretrain.txt.gz"),
           "heldout": shared_data.path("corpus", "heldout.txt.gz")}
 TRAIN_FLAGS = {"batch_size": 32, "log_every": 100, "steps_per_execution": 50}
@@ -249,8 +249,8 @@ def checks(results: dict) -> list[tuple[str, bool, str]]:
 def history_figures(results: dict, workload: str) -> list:
     """Each model's figure over its context-free baseline (for perplexity, lower is better), its training
     wall seconds and, when senses were scored, each checkpoint's best contextual sense accuracy over the
-    most-frequent-sense ceiling (its `total_cpu_s`: the training CPU so far), for `benchmarks.history`."""
-    from benchmarks.history import Figure
+    most-frequent-sense ceiling (its `total_cpu_s`: the training CPU so far), for `benchmarks.lib.history`."""
+    from benchmarks.lib.history import Figure
 
     figures = []
     for kind, r in results.items():
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="a TrainConfig or model field over the recipe (batch_size=16, learning_rate=3e-3, ...)")
     args = parser.parse_args(argv)
-    from benchmarks import history
+    from benchmarks.lib import history
 
     started_on = history.git_commit()  # the code measured, should the checkout move during the run
     overrides = dict(item.split("=", 1) for item in args.set)

@@ -1,6 +1,6 @@
 """The local server under hostile and heavy load on loopback: its answers, errors and peak memory.
 
-    .venv/bin/python -m benchmarks.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
+    .venv/bin/python -m benchmarks.serving.server_limits [--clients 64] [--requests 20] [--big_instances 10000] \\
         [--seconds 120] [--stalled 2] [--idle 200] [--malformed 0] [--string_mb 0 --string_requests 3]
 
 Starts `python -m serving.server` (127.0.0.1 only, default flags) on the small TF-Text model of
@@ -34,9 +34,9 @@ import tempfile
 import threading
 import time
 
-from benchmarks._proc import _stat, _status_kb
+from benchmarks.lib.proc import _stat, _status_kb
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = "the bank raised its rates a river ran by".split()
 ISSUE_46_HEADS = [b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n" + line + b"Content-Length: 2\r\n\r\n{}"
                   for line in (b"Transfer-Encoding : chunked\r\n", b"Transfer-Encoding\t: chunked\r\n",

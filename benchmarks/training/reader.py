@@ -1,6 +1,6 @@
 """How fast the training reader feeds a model: examples per CPU-second (= per core) of `readers.make_dataset`.
 
-    .venv/bin/python -m benchmarks.reader [--kinds bert_dynamic,bert_static,gpt,bilm] [--batch_size 32] \\
+    .venv/bin/python -m benchmarks.training.reader [--kinds bert_dynamic,bert_static,gpt,bilm] [--batch_size 32] \\
         [--seq_length 128] [--examples 4096] [--batches 200] [--repeats 3] [--whole_word_mask] [--no_history]
 
 Per kind, TFRecords in the pipeline's format (`tests.fixtures.training.write_dataset`: 30,522-entry vocabulary,
@@ -12,7 +12,7 @@ Each repeat pulls `--batches` batches after 5 warm-up ones; the clock is the pro
 when other jobs share the machine. Wall-clock examples/s is printed beside it. The best repeat counts.
 The goal (docs/accelerators.md): 5,000 BERT examples per core-second, so that two host cores feed one H200.
 Last line: one JSON object; then, unless --no_history, each kind's examples per CPU-second appended to
-benchmarks/results/reader.jsonl and compared with the last figure on this CPU model (`benchmarks.history`).
+benchmarks/results/reader.jsonl and compared with the last figure on this CPU model (`benchmarks.lib.history`).
 """
 
 import argparse
@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import history  # noqa: E402
+from benchmarks.lib import history  # noqa: E402
 from preprocessing import readers, schema  # noqa: E402
 from tests.fixtures.training import write_dataset  # noqa: E402
 

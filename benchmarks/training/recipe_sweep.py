@@ -1,13 +1,13 @@
 """The recipe sweep for word senses: candidate recipes of the demo's from-scratch models, each judged by the
 held-out loss and the sense accuracy it reaches and the CPU-minutes it costs.
 
-    .venv/bin/python -m benchmarks.recipe_sweep --demo_dir DEMO_DIR --model bert [--candidates base,mlm_only] \\
+    .venv/bin/python -m benchmarks.training.recipe_sweep --demo_dir DEMO_DIR --model bert [--candidates base,mlm_only] \\
         [--steps 600] [--seeds 42] [--work_dir .cache/recipe_sweep] [--no_history]
 
 Every candidate starts from the demo's recipe (`demo.training_steps`: the tiny preset, its peak rate, batch,
 dropout, warm-up a tenth, linear decay) on the demo's cleaned corpus and vocabulary, and changes one thing:
 a model or training field (`--set`), or how the data job makes the examples (a variant of the TFRecords made
-here with `pipeline.pretraining_data` from `DEMO_DIR/corpus`). Each run is `benchmarks.model_quality`'s: train
+here with `pipeline.pretraining_data` from `DEMO_DIR/corpus`). Each run is `benchmarks.training.model_quality`'s: train
 `--steps`, evaluate every full held-out batch, export the last checkpoint and score it with
 `downstream.evaluate_senses` on the demo's WordNet sentences; its figures and sense curve go to
 `benchmarks/results/model_quality.jsonl` with the candidate in the workload.
@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # candidate -> (data job flags, --set fields) over the demo's recipe
 CANDIDATES = {
     "bert": {
@@ -100,7 +100,9 @@ def data_dir(kind: str, data_flags: dict, demo_dir: str, work_dir: str) -> str:
 
 
 def run_candidate(kind: str, name: str, seed: int, args, senses: str) -> dict:
-    from benchmarks import history, model_quality
+    from benchmarks.lib import history
+
+    from benchmarks.training import model_quality
 
     data_flags, fields = CANDIDATES[kind][name]
     fields = {**demo_recipe(kind, args.steps), **fields, "seed": seed}
@@ -151,7 +153,7 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in CANDIDATES[args.model]]
     if unknown:
         parser.error(f"unknown candidate(s) {unknown}; {args.model} has {list(CANDIDATES[args.model])}")
-    from benchmarks import history
+    from benchmarks.lib import history
     from demo import wordnet
 
     print(f"machine: {history.machine()}")

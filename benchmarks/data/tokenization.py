@@ -1,6 +1,6 @@
 """Tokenization throughput, in tokens per CPU-second, of the project's WordPiece tokenizer and its peers.
 
-    .venv/bin/python -m benchmarks.tokenization [--lines N] [--corpus PATH] [--vocab PATH] [--keras_hub_lines N]
+    .venv/bin/python -m benchmarks.data.tokenization [--lines N] [--corpus PATH] [--vocab PATH] [--keras_hub_lines N]
         [--no_history]
 
 Engines, side by side on the same lines and vocabulary, in batches of 8192 lines:
@@ -15,7 +15,7 @@ after a one-batch warm-up (tracing excluded) and the best run counts. Prints a t
 whose ids differ from HuggingFace's, and a final line holding a JSON object of the figures. Unless
 --no_history, ours' tokens per CPU-second and its ratio to HuggingFace's (measured in the same run, so less
 sensitive to a busy machine) go to benchmarks/results/tokenization.jsonl with the change against the last
-figure on this CPU model (`benchmarks.history`; timed passes exclude start-up and tracing: fixed cost 0).
+figure on this CPU model (`benchmarks.lib.history`; timed passes exclude start-up and tracing: fixed cost 0).
 """
 
 import argparse
@@ -32,7 +32,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
-from benchmarks import history  # noqa: E402
+from benchmarks.lib import history  # noqa: E402
 from demo import shared_data  # noqa: E402
 from preprocessing.vocabulary import Vocabulary  # noqa: E402
 from preprocessing.wordpiece import WordPieceTokenizer  # noqa: E402

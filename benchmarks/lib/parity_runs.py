@@ -1,6 +1,6 @@
-"""One training run of the learning-parity benchmark (`benchmarks.learning_parity`), in a process of its own.
+"""One training run of the learning-parity benchmark (`benchmarks.training.learning_parity`), in a process of its own.
 
-    python -m benchmarks.parity_runs {ours,keras_hub} --kind {gpt,bert} --train_data P --eval_data P \\
+    python -m benchmarks.lib.parity_runs {ours,keras_hub} --kind {gpt,bert} --train_data P --eval_data P \\
         --steps N --points 3 --output run.json [--preset gpt_tiny] [--set key=value ...] \\
         [--head tied|untied] [--model_dir DIR]
 
@@ -36,7 +36,7 @@ from benchmarks.peers import keras_hub_models
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.parity_runs")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.lib.parity_runs")
     parser.add_argument("trainer", choices=["ours", "keras_hub"])
     parser.add_argument("--kind", choices=["gpt", "bert"], required=True)
     parser.add_argument("--preset", default=None, help="default: <kind>_tiny")

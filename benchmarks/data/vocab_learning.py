@@ -1,6 +1,6 @@
 """Vocabulary learning: wall time and peak memory of the project's Beam job against HuggingFace's trainer.
 
-    .venv/bin/python -m benchmarks.vocab_learning [--corpus PATH] [--vocab_size N] [--runner R] [--heldout PATH]
+    .venv/bin/python -m benchmarks.data.vocab_learning [--corpus PATH] [--vocab_size N] [--runner R] [--heldout PATH]
 
 Engines, each run as a subprocess, one after the other, on the same corpus:
   ours  `python -m pipeline.vocab --input CORPUS --output ours.txt --vocab_size N [--runner R]` (without
@@ -21,10 +21,10 @@ import os
 import sys
 import tempfile
 
-from benchmarks._proc import POLL_S, log_tail, run_tree
+from benchmarks.lib.proc import POLL_S, log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HF_SCRIPT = r"""
 import gzip, sys

@@ -1,6 +1,6 @@
 """Fine-tuning the demo's pretrained exports on real labelled data, each figure next to its trivial baseline.
 
-    python -m benchmarks.finetune [--exports demo_output/export] [--tasks ../shared/data/tasks]
+    python -m benchmarks.downstream.finetune [--exports demo_output/export] [--tasks ../shared/data/tasks]
         [--work /tmp/finetune-bench] [--only sst2_bert,pos_bert,...] [--set key=value ...]
         [--squad_train_questions 3000]
 
@@ -27,7 +27,7 @@ import time
 
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASKS = shared_data.path("tasks")
 
 # name: (task, module, train file, eval file, overrides, metric)
@@ -91,7 +91,7 @@ def prepare(tasks: str, work: str, squad_train_questions: int = SQUAD_TRAIN_QUES
 
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.downstream.finetune")
     parser.add_argument("--exports", default=os.path.join(ROOT, "demo_output", "export"))
     parser.add_argument("--tasks", default=TASKS)
     parser.add_argument("--work", default="/tmp/finetune-bench")

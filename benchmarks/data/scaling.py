@@ -1,6 +1,6 @@
 """Scaling of the BERT data job on a Dask cluster of worker processes: figures that measure the design, not the box.
 
-    .venv/bin/python -m benchmarks.scaling [--corpus PATH] [--vocab PATH] [--base_documents 400]
+    .venv/bin/python -m benchmarks.data.scaling [--corpus PATH] [--vocab PATH] [--base_documents 400]
         [--dupe_factor 1] [--multiples 1,4,16] [--workers 1,2,4] [--files_per_copy 4] [--skip_reference]
         [--tf_threads 1]
         [--project_words 2.5e9] [--project_dupe_factor 10] [--project_workers 1,16,64,256]
@@ -22,7 +22,7 @@ worker has registered, i.e. after the imports.
 Measured per run (psutil, user + sys, each process with its waited-for children):
   - worker CPU-s: the sum over the workers of their CPU time from registration to the end of the job
     (their start-up, TF import included, is reported apart as "worker start-up");
-  - driver CPU-s: the `python -m pipeline.pretraining_data` process tree (benchmarks/_proc.py run_tree:
+  - driver CPU-s: the `python -m pipeline.pretraining_data` process tree (benchmarks/lib/proc.py run_tree:
     getrusage of a child-subreaper wrapper), everything included (its own TF import, graph building);
   - scheduler CPU-s: the scheduler process from registration to the end of the job;
   - peak memory per worker: the kernel's VmHWM of each worker process at the end of the job (the workers
@@ -30,7 +30,7 @@ Measured per run (psutil, user + sys, each process with its waited-for children)
   - an empty-job baseline per worker count: the same job on --files_per_copy files of one short document
     each, on its own fresh cluster; "net" worker CPU per instance subtracts it (what every job pays
     whatever its size: first use of TF in each worker, traces, task overheads of that many partitions).
-Reference (unless --skip_reference): `benchmarks.reference_create_pretraining_data` (a faithful pure-Python
+Reference (unless --skip_reference): `benchmarks.peers.reference_create_pretraining_data` (a faithful pure-Python
 create_pretraining_data.py) on the base (one file) and on 4 copies of it concatenated: CPU-s per instance
 and peak RSS (it holds every instance in memory and runs on one process).
 Projection: instances per word per dupe from the runs, times --project_words x --project_dupe_factor;
@@ -51,11 +51,11 @@ import sys
 import tempfile
 import time
 
-from benchmarks._proc import _status_kb, log_tail, run_tree
-from benchmarks.pretraining_data import count_records, read_documents, run_reference, write_corpus
+from benchmarks.lib.proc import _status_kb, log_tail, run_tree
+from benchmarks.data.pretraining_data import count_records, read_documents, run_reference, write_corpus
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
 COMMON = ["--max_seq_length", "128", "--max_predictions_per_seq", "20"]
 FLAT = 0.10  # the largest spread called flat

@@ -1,7 +1,7 @@
 """Does context separate word senses? `downstream.evaluate_senses` on the demo's three exported models, on real
 WordNet data (`../shared/data/eval/`).
 
-    python -m benchmarks.polysemy [--runs demo_output/runs] [--work_dir .cache/polysemy] [--models bert,gpt,bilm]
+    python -m benchmarks.downstream.polysemy [--runs demo_output/runs] [--work_dir .cache/polysemy] [--models bert,gpt,bilm]
         [--minilm]
 
 Each model's run (`<runs>/<model>`) is exported again with the current `serving.export` into `--work_dir`
@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-from benchmarks._proc import run_module
+from benchmarks.lib.proc import run_module
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENSES = shared_data.path("eval", "wordnet_senses.jsonl.gz")
 PAIRS = shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")
 

@@ -1,12 +1,12 @@
 """BERT pretraining data: instances per CPU-second, memory and worker scaling of the project's Beam job.
 
-    .venv/bin/python -m benchmarks.pretraining_data [--corpus PATH] [--vocab PATH] [--dupe_factor 5]
+    .venv/bin/python -m benchmarks.data.pretraining_data [--corpus PATH] [--vocab PATH] [--dupe_factor 5]
         [--scaling_dupe_factor 1] [--speedup_dupe_factor 3] [--max_documents N] [--skip_scaling]
         [--skip_speedup] [--no_history]
 
 Engines, each run as a subprocess, one after the other, with TF_CPP_MIN_LOG_LEVEL=2, max_seq_length 128,
 max_predictions_per_seq 20, seed 12345:
-  reference  `python -m benchmarks.reference_create_pretraining_data` (written next to this file): a
+  reference  `python -m benchmarks.peers.reference_create_pretraining_data` (written next to this file): a
              single-process, pure-Python implementation of google-research/bert's create_pretraining_data.py
              (all documents and instances in memory; the original's pure-Python tokenizer) writing one
              TFRecord file; section 1 also runs it with `--tokenizer hf` (HuggingFace `tokenizers`, Rust: the
@@ -29,7 +29,7 @@ Sections:
   4. worker speed-up (unless --skip_speedup), at --speedup_dupe_factor (default 3) on the 4x corpus (a
      workload large enough that the per-process start-up, TF imports mostly, does not hide the work): ours
      with 1 and 2 workers, wall times and their ratio.
-Measurement (benchmarks/_proc.py): each command runs under a small Python wrapper that makes itself a child
+Measurement (benchmarks/lib/proc.py): each command runs under a small Python wrapper that makes itself a child
 subreaper; CPU time is the wrapper's `resource.getrusage(RUSAGE_CHILDREN)` after it has waited for the
 command and every orphaned descendant: user + sys of the whole process tree (Beam's workers are the
 driver's children, the command's grandchildren), the wrapper excluded. Wall time is measured around the
@@ -42,7 +42,7 @@ the corpus's first N documents (a quick test). Outputs go to a temporary directo
 Prints a table per section and a final line holding a JSON object of all figures. Unless --no_history,
 appends the fixed cost and section 1's instances per CPU-second (whole, and marginal: instances over the CPU
 beyond the 40-line job's) to benchmarks/results/pretraining_data.jsonl and prints each against the last
-figure on the same CPU model (`benchmarks.history`).
+figure on the same CPU model (`benchmarks.lib.history`).
 """
 
 import argparse
@@ -56,11 +56,11 @@ import sys
 import tempfile
 import time
 
-from benchmarks import history
-from benchmarks._proc import POLL_S, log_tail, run_tree
+from benchmarks.lib import history
+from benchmarks.lib.proc import POLL_S, log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOAL = 10.0
 CPU_METHOD = ("user+sys from getrusage(RUSAGE_CHILDREN) in a child-subreaper wrapper that waits for the command "
               "and all its descendants")
@@ -154,7 +154,7 @@ def _measure(name: str, cmd: list[str], log_path: str) -> dict:
 def run_reference(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, tokenizer: str = "original") -> dict:
     output = os.path.join(tmp, f"reference_{tag}.tfrecord")
     log = os.path.join(tmp, f"reference_{tag}.log")
-    cmd = [sys.executable, "-m", "benchmarks.reference_create_pretraining_data", "--input", corpus, "--vocab", vocab,
+    cmd = [sys.executable, "-m", "benchmarks.peers.reference_create_pretraining_data", "--input", corpus, "--vocab", vocab,
            "--output", output, "--dupe_factor", str(dupe_factor), *COMMON, "--seed", "12345",
            "--tokenizer", tokenizer]
     run = _measure(f"reference ({tag}, dupe_factor {dupe_factor}, {tokenizer} tokenizer)", cmd, log)

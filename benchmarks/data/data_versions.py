@@ -1,7 +1,7 @@
 """The BERT data job of this checkout against another checkout, run in turns: marginal instances per
 CPU-second of each, and whether their shards are byte-identical.
 
-    .venv/bin/python -m benchmarks.data_versions --baseline COMMIT|DIR [--corpus PATH] [--vocab PATH] [--copies 3]
+    .venv/bin/python -m benchmarks.data.data_versions --baseline COMMIT|DIR [--corpus PATH] [--vocab PATH] [--copies 3]
         [--dupe_factor 5] [--rounds 3] [--runners default one_process] [--no_history]
 
 The baseline is a commit of this repository (extracted with `git archive` into a temporary directory) or
@@ -14,12 +14,12 @@ alternates from round to round, so a machine that slows down or speeds up hurts 
   - the job on the workload.
 Runners: `default` is the job without runner flags (for this input, Beam's multi-processing DirectRunner
 with one worker per core; the 40-line job is forced onto it with `--direct_num_workers 0`); `one_process`
-is `--runner FnApiRunner` for both. CPU is the whole process tree's (`benchmarks._proc.run_tree`).
+is `--runner FnApiRunner` for both. CPU is the whole process tree's (`benchmarks.lib.proc.run_tree`).
 Marginal instances per CPU-second = instances / (workload CPU - 40-line CPU); the table gives each round's
 and the median, and the ratio of the medians (this checkout / the baseline). The shards' SHA-256 must be
 equal for every run of both checkouts, or the benchmark says so and exits 1. Unless --no_history, this
 checkout's median per runner is appended to `benchmarks/results/pretraining_data.jsonl` and compared with
-the last figure on this CPU model (`benchmarks.history`).
+the last figure on this CPU model (`benchmarks.lib.history`).
 """
 
 import argparse
@@ -32,12 +32,12 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks import history
-from benchmarks import pretraining_data as bench
-from benchmarks._proc import log_tail, run_tree
+from benchmarks.lib import history
+from benchmarks.data import pretraining_data as bench
+from benchmarks.lib.proc import log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNERS = {"default": ([], bench.MULTI_PROCESSING), "one_process": (["--runner", "FnApiRunner"],) * 2}
 
 
