@@ -1,8 +1,10 @@
-"""benchmarks.training.model_quality's checks (the thresholds `make bench` holds the brief real-corpus runs to) and its
-history figures, on made-up results: each check passes on good figures and fails when its figure crosses."""
+"""benchmarks.training.model_quality's checks (the thresholds `make bench` holds the brief real-corpus runs to)
+and the run's history figures (`benchmarks.lib.quality_runs`), on made-up results: each check passes on good
+figures and fails when its figure crosses."""
 
 import pytest
 
+from benchmarks.lib import quality_runs
 from benchmarks.training import model_quality
 
 GOOD = {"bert": {"model": {"examples": 864, "mlm_accuracy": 0.15, "mlm_loss": 5.0, "nsp_accuracy": 0.6,
@@ -37,7 +39,7 @@ def test_each_check_fails_when_its_figure_crosses(kind, fields, failing):
 
 
 def test_history_figures_are_ratios_to_the_baselines():
-    figures = {f.metric: f for f in model_quality.history_figures(GOOD, "w")}
+    figures = {f.metric: f for f in quality_runs.history_figures(GOOD, "w")}
     assert figures["bert_mlm_accuracy_over_most_frequent"].value == pytest.approx(0.15 / 0.07)
     assert figures["gpt_perplexity_over_unigram"].value == pytest.approx(0.3)
     assert not figures["gpt_perplexity_over_unigram"].higher_is_better
@@ -48,7 +50,7 @@ def test_history_keeps_the_sense_curve_with_its_cpu():
     curve = [{"step": 300, "cpu_minutes": 3.5, "contextual_accuracy": 0.38, "mfs_ceiling": 0.40},
              {"step": 600, "cpu_minutes": 7.0, "contextual_accuracy": 0.42, "mfs_ceiling": 0.40}]
     results = {"bilm": dict(GOOD["bilm"], senses={"curve": curve})}
-    figures = {f.metric: f for f in model_quality.history_figures(results, "w")}
+    figures = {f.metric: f for f in quality_runs.history_figures(results, "w")}
     assert figures["bilm_sense_accuracy_over_mfs_at_step_300"].value == pytest.approx(0.95)
     assert figures["bilm_sense_accuracy_over_mfs_at_step_600"].value == pytest.approx(1.05)
     assert figures["bilm_sense_accuracy_over_mfs_at_step_600"].total_cpu_s == pytest.approx(420.0)

@@ -6,10 +6,8 @@ import math
 
 import pytest
 
-from benchmarks.training import time_to_quality
-
-
-from benchmarks.training import vector_parity
+from benchmarks.lib.stats import gain, mean_se
+from benchmarks.training import time_to_quality, vector_parity
 
 CURVE = [{"step": 0, "mlm_loss": 9.0, "cpu_seconds": 0.0}, {"step": 50, "mlm_loss": 7.0, "cpu_seconds": 100.0},
          {"step": 100, "mlm_loss": 6.0, "cpu_seconds": 200.0}]
@@ -30,9 +28,14 @@ def test_the_ratio_is_ours_over_the_peers(capsys):
 
 
 def test_mean_and_standard_error_over_seeds():
-    mean, se = vector_parity.mean_se([0.30, 0.34, 0.32])
+    mean, se = mean_se([0.30, 0.34, 0.32])
     assert mean == pytest.approx(0.32) and se == pytest.approx(0.02 / math.sqrt(3))
-    assert math.isnan(vector_parity.mean_se([0.3])[1])
+    assert math.isnan(mean_se([0.3])[1])
+
+
+def test_a_gain_combines_both_standard_errors():
+    difference, se = gain([0.30, 0.34, 0.32], [0.20, 0.20, 0.20])
+    assert difference == pytest.approx(0.12) and se == pytest.approx(0.02 / math.sqrt(3))
 
 
 def test_the_best_contextual_layer_leaves_the_static_one_out():

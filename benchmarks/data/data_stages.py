@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.data import pretraining_data as bench
+from benchmarks.lib import pretraining_runs
 from demo import shared_data
 
 DOCS_PER_BUCKET = 500  # the job's --docs_per_bucket default
@@ -127,7 +127,7 @@ def run_stages(corpus: str, vocab_path: str, dupe_factor: int, output_dir: str, 
 def warm_up(documents: list[list[str]], vocab: str, dupe_factor: int, tmp: str) -> None:
     """Builds and traces everything on the corpus's first 40 lines (the set-up is not marginal work)."""
     small = os.path.join(tmp, "first_lines.txt.gz")
-    bench.write_corpus(small, bench.first_lines(documents))
+    pretraining_runs.write_corpus(small, pretraining_runs.first_lines(documents))
     run_stages(small, vocab, dupe_factor, os.path.join(tmp, "warm"), None)
 
 
@@ -154,10 +154,10 @@ def main(argv=None) -> None:
 
     tmp = tempfile.mkdtemp(prefix="data_stages_")
     try:
-        corpus, documents = args.corpus, bench.read_documents(args.corpus)
+        corpus, documents = args.corpus, pretraining_runs.read_documents(args.corpus)
         if args.copies > 1:
             corpus = os.path.join(tmp, f"corpus_x{args.copies}.txt.gz")
-            bench.write_corpus(corpus, documents, copies=args.copies)
+            pretraining_runs.write_corpus(corpus, documents, copies=args.copies)
         warm_up(documents, args.vocab, args.dupe_factor, tmp)
         clock = Clock()
         instrument(clock)

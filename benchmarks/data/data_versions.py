@@ -33,12 +33,11 @@ import sys
 import tempfile
 
 from benchmarks.lib import history
-from benchmarks.data import pretraining_data as bench
-from benchmarks.lib.proc import log_tail, run_tree
+from benchmarks.lib import pretraining_runs
+from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUNNERS = {"default": ([], bench.MULTI_PROCESSING), "one_process": (["--runner", "FnApiRunner"],) * 2}
+RUNNERS = {"default": ([], pretraining_runs.MULTI_PROCESSING), "one_process": (["--runner", "FnApiRunner"],) * 2}
 
 
 def run_job(root: str, corpus: str, vocab: str, dupe_factor: int, beam_args: list[str], tmp: str, tag: str) -> dict:
@@ -46,10 +45,9 @@ def run_job(root: str, corpus: str, vocab: str, dupe_factor: int, beam_args: lis
     output_dir = os.path.join(tmp, tag)
     log = os.path.join(tmp, f"{tag}.log")
     cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--input", corpus, "--vocab", vocab,
-           "--output_dir", output_dir, *bench.COMMON, "--dupe_factor", str(dupe_factor), "--seed", "12345",
+           "--output_dir", output_dir, *pretraining_runs.COMMON, "--dupe_factor", str(dupe_factor), "--seed", "12345",
            *beam_args]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": root}
-    run = run_tree(cmd, log, cwd=root, env=env)
+    run = run_tree(cmd, log, cwd=root, env=child_env(root))
     if run["rc"] != 0:
         sys.exit(f"{tag} failed (exit {run['rc']}) in {root}: {' '.join(cmd)}\n{log_tail(log)}")
     with open(os.path.join(output_dir, "metadata.json")) as f:
@@ -98,11 +96,11 @@ def main(argv=None) -> int:
                    "baseline": history.git_commit(roots["baseline"])[0] if os.path.isdir(args.baseline)
                    else subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", args.baseline],
                                        capture_output=True, text=True).stdout.strip() or args.baseline}
-        documents = bench.read_documents(args.corpus)
+        documents = pretraining_runs.read_documents(args.corpus)
         workload = os.path.join(tmp, "workload.txt.gz")
-        bench.write_corpus(workload, documents, copies=args.copies)
+        pretraining_runs.write_corpus(workload, documents, copies=args.copies)
         small = os.path.join(tmp, "small.txt.gz")
-        bench.write_corpus(small, bench.first_lines(documents))
+        pretraining_runs.write_corpus(small, pretraining_runs.first_lines(documents))
         for runner in args.runners:
             big_args, small_args = RUNNERS[runner]
             for r in range(args.rounds):

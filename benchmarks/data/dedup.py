@@ -15,7 +15,7 @@ Cost: `pipeline.pretraining_data --model bert --dupe_factor 1` (or `--dupe_facto
 so the figure is one process's CPU) on such a corpus and on one `--scale` times larger (distinct documents),
 without cleaning, with `--dedup all`, and with every stage (`--dedup all --filters c4 --decontaminate` a held-out
 file of 50 documents of the 1x corpus and 50 others): the CPU per document from the difference between the
-two sizes (start-up cancels out), and the process's peak RSS (`benchmarks/_proc.run_tree`). Each job runs
+two sizes (start-up cancels out), and the process's peak RSS (`benchmarks/proc.run_tree`). Each job runs
 `--repeats` times and its figure is the least CPU of them: on a shared machine other work only ever adds CPU
 time (cache and core contention), so the least is the closest to the job's own.
 
@@ -51,14 +51,13 @@ import tempfile
 import time
 from typing import Sequence
 
-from benchmarks.lib import proc as _proc
-
 from benchmarks.lib import history
+from benchmarks.lib import proc
+from benchmarks.lib.proc import ROOT
 from preprocessing import near_duplicates
 
 RATES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3)
 RESULTS = os.path.join(history.RESULTS_DIR, "dedup.jsonl")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def zipf_words(rng, size=20000, s=1.1):
@@ -117,7 +116,7 @@ def stage_drops(docs, tmp: str, root: str = ROOT, label: str = "") -> set[int]:
     folder = os.path.join(tmp, "quality")
     pattern = write_files(docs, folder, files=1)
     out = os.path.join(tmp, f"quality_out{label}")
-    _proc.run_module(["pipeline.clean", "--input", pattern, "--output_dir", out, "--dedup", "near",
+    proc.run_module(["pipeline.clean", "--input", pattern, "--output_dir", out, "--dedup", "near",
                       "--runner", "FnApiRunner"], root=root)
     with open(os.path.join(out, "00000-part0.txt")) as f:
         kept = {tuple(d.split("\n")) for d in f.read().rstrip("\n").split("\n\n")}
@@ -157,7 +156,7 @@ def cost(args, tmp: str, roots: list[str]) -> list[dict]:
         docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
         sizes[m] = (write_files(docs, os.path.join(tmp, f"cost{m}x")), len(docs))
     vocab = os.path.join(tmp, "vocab.txt")
-    _proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
+    proc.run_module(["pipeline.vocab", "--input", sizes[1][0], "--output", vocab, "--vocab_size", "3000",
                       "--runner", "FnApiRunner"])
     heldout = write_heldout(make_corpus(args.base, 0, 0, seed=1), os.path.join(tmp, "heldout.txt"))
     every = ["--dedup", "all", "--filters", "c4", "--decontaminate", heldout]
@@ -224,7 +223,7 @@ def dask_memory(args, tmp: str) -> dict:
         docs = make_corpus(args.base * m, args.per_rate * m, args.exact * m, seed=m)
         pattern = write_files(docs, os.path.join(tmp, f"mem{m}x"))
         if m == 1:
-            _proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
+            proc.run_module(["pipeline.vocab", "--input", pattern, "--output", vocab, "--vocab_size", "3000",
                               "--runner", "FnApiRunner"])
         for name, extra in (("plain", []), ("dedup", ["--dedup", "all"])):
             target = os.path.join(tmp, f"dask_{name}_{m}x")
@@ -244,7 +243,7 @@ def dask_memory(args, tmp: str) -> dict:
 
 def _job(root: str, job_args: list[str], out: str) -> dict:
     cmd = [sys.executable, "-m", "pipeline.pretraining_data", *job_args, "--output_dir", out]
-    run = _proc.run_tree(cmd, out + ".log", cwd=root, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+    run = proc.run_tree(cmd, out + ".log", cwd=root, env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
     if run["rc"]:
         raise RuntimeError(open(out + ".log").read()[-3000:])
     return run

@@ -46,128 +46,29 @@ figure on the same CPU model (`benchmarks.lib.history`).
 """
 
 import argparse
-import gzip
 import json
 import os
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import time
 
 from benchmarks.lib import history
-from benchmarks.lib.proc import POLL_S, log_tail, run_tree
+from benchmarks.lib.pretraining_runs import (COMMON, MULTI_PROCESSING, SMALL_JOB_LINES, corpus_stats, count_records,
+                                             first_lines, measure, read_documents, run_reference, write_corpus)
+from benchmarks.lib.proc import POLL_S
+from benchmarks.lib.stats import rounded as _r
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOAL = 10.0
 CPU_METHOD = ("user+sys from getrusage(RUSAGE_CHILDREN) in a child-subreaper wrapper that waits for the command "
               "and all its descendants")
-COMMON = ["--max_seq_length", "128", "--max_predictions_per_seq", "20"]
 SHELLS = {"sh", "bash", "dash"}
-SMALL_JOB_LINES = 40
-MULTI_PROCESSING = ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing",
-                    "--direct_num_workers", "0"]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Corpora
-
-
-def read_documents(path: str, limit: int | None = None) -> list[list[str]]:
-    """Documents (lists of non-empty lines, without line ends) of a BERT-format corpus."""
-    opener = gzip.open if path.endswith(".gz") else open
-    documents, current = [], []
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\r\n")
-            if line.strip():
-                current.append(line)
-                continue
-            if current:
-                documents.append(current)
-                current = []
-                if limit is not None and len(documents) >= limit:
-                    break
-    if current and (limit is None or len(documents) < limit):
-        documents.append(current)
-    return documents
-
-
-def write_corpus(path: str, documents: list[list[str]], copies: int = 1) -> None:
-    text = "".join("\n".join(doc) + "\n\n" for doc in documents)
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=6) as f:
-        for _ in range(copies):
-            f.write(text)
-
-
-def first_lines(documents: list[list[str]], lines: int = SMALL_JOB_LINES) -> list[list[str]]:
-    """The documents cut after `lines` sentences in all."""
-    out = []
-    for doc in documents:
-        left = lines - sum(len(d) for d in out)
-        if left <= 0:
-            break
-        out.append(doc[:left])
-    return out
-
-
-def corpus_stats(documents: list[list[str]]) -> dict:
-    return {"documents": len(documents), "sentences": sum(len(d) for d in documents),
-            "words": sum(len(line.split()) for d in documents for line in d)}
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Runs
-
-
-def count_records(path: str) -> int:
-    """Records in an uncompressed TFRecord file (length-prefixed frames; payloads skipped)."""
-    n = 0
-    with open(path, "rb") as f:
-        while True:
-            header = f.read(12)  # uint64 length, uint32 masked CRC of the length
-            if not header:
-                return n
-            (length,) = struct.unpack("<Q", header[:8])
-            f.seek(length + 4, os.SEEK_CUR)  # payload, its CRC
-            n += 1
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
-
-
-def _measure(name: str, cmd: list[str], log_path: str) -> dict:
-    print(f"  running {name} ...", end="", flush=True)
-    run = run_tree(cmd, log_path, cwd=ROOT, env=_env())
-    if run["rc"] != 0:
-        print()
-        sys.exit(f"{name} failed (exit {run['rc']}); command: {' '.join(cmd)}\n{log_tail(log_path)}")
-    print(f" {run['wall_s']:.1f} s wall, {run['cpu_s']:.1f} CPU s", flush=True)
-    return run
-
-
-def run_reference(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, tokenizer: str = "original") -> dict:
-    output = os.path.join(tmp, f"reference_{tag}.tfrecord")
-    log = os.path.join(tmp, f"reference_{tag}.log")
-    cmd = [sys.executable, "-m", "benchmarks.peers.reference_create_pretraining_data", "--input", corpus, "--vocab", vocab,
-           "--output", output, "--dupe_factor", str(dupe_factor), *COMMON, "--seed", "12345",
-           "--tokenizer", tokenizer]
-    run = _measure(f"reference ({tag}, dupe_factor {dupe_factor}, {tokenizer} tokenizer)", cmd, log)
-    with open(log, errors="replace") as f:
-        numbers = [line.strip() for line in f if line.strip().isdigit()]
-    run["instances"] = int(numbers[-1])
-    run["records"] = count_records(output)
-    run["output_mb"] = os.path.getsize(output) / 2**20
-    run["peak_rss_mb"] = max((p["peak_kb"] for p in run["processes"]), default=0) / 1024
-    if run["records"] != run["instances"]:
-        print(f"  WARNING: reference printed {run['instances']} instances but wrote {run['records']} records")
-    os.remove(output)
-    return run
 
 
 def run_ours(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, beam_args: list[str]) -> dict:
@@ -175,8 +76,8 @@ def run_ours(corpus: str, vocab: str, dupe_factor: int, tmp: str, tag: str, beam
     log = os.path.join(tmp, f"ours_{tag}.log")
     cmd = [sys.executable, "-m", "pipeline.pretraining_data", "--model", "bert", "--input", corpus, "--vocab", vocab,
            "--output_dir", output_dir, *COMMON, "--dupe_factor", str(dupe_factor), *beam_args]
-    run = _measure(f"ours ({tag}, dupe_factor {dupe_factor}{', ' + ' '.join(beam_args) if beam_args else ''})",
-                   cmd, log)
+    run = measure(f"ours ({tag}, dupe_factor {dupe_factor}{', ' + ' '.join(beam_args) if beam_args else ''})",
+                  cmd, log)
     with open(os.path.join(output_dir, "metadata.json")) as f:
         metadata = json.load(f)
     run["instances"] = metadata["examples"]
@@ -224,9 +125,6 @@ def _split_processes(run: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # Report
 
-
-def _r(x, digits=1):
-    return None if x is None else round(x, digits)
 
 
 def section1(ref: dict, ref_hf: dict, ours: dict, ours_one: dict, dupe_factor: int) -> dict:

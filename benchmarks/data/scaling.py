@@ -51,13 +51,12 @@ import sys
 import tempfile
 import time
 
-from benchmarks.lib.proc import _status_kb, log_tail, run_tree
-from benchmarks.data.pretraining_data import count_records, read_documents, run_reference, write_corpus
+from benchmarks.lib.dask_worker import DASK_RUNNER as DASK
+from benchmarks.lib.pretraining_runs import COMMON, count_records, read_documents, run_reference, write_corpus
+from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree, status_kb
+from benchmarks.lib.stats import rounded as _r
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
-COMMON = ["--max_seq_length", "128", "--max_predictions_per_seq", "20"]
 FLAT = 0.10  # the largest spread called flat
 EMPTY_DOCUMENT = ["A short document.", "It has two sentences."]
 
@@ -124,7 +123,7 @@ TF_THREADS = 1
 
 
 def _env() -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    env = child_env(OMP_NUM_THREADS="1")
     if TF_THREADS:
         env.update(TF_NUM_INTRAOP_THREADS=str(TF_THREADS), TF_NUM_INTEROP_THREADS=str(TF_THREADS))
     return env
@@ -177,7 +176,7 @@ class Cluster:
         self._wait_for_workers()
         self.start_wall_s = time.perf_counter() - started
         self.worker_start_cpu = [cpu_s(p.pid) for p in self.worker_procs]
-        self.worker_start_rss_kb = [_status_kb(p.pid)[0] for p in self.worker_procs]
+        self.worker_start_rss_kb = [status_kb(p.pid)[0] for p in self.worker_procs]
         self.scheduler_start_cpu = cpu_s(self.scheduler.pid)
         return self
 
@@ -202,10 +201,10 @@ class Cluster:
         self._check()
         return {"worker_cpu_s": [cpu_s(p.pid) - c for p, c in zip(self.worker_procs, self.worker_start_cpu)],
                 "worker_startup_cpu_s": list(self.worker_start_cpu),
-                "worker_peak_mb": [_status_kb(p.pid)[1] / 1024 for p in self.worker_procs],
+                "worker_peak_mb": [status_kb(p.pid)[1] / 1024 for p in self.worker_procs],
                 "worker_ready_mb": [kb / 1024 for kb in self.worker_start_rss_kb],
                 "scheduler_cpu_s": cpu_s(self.scheduler.pid) - self.scheduler_start_cpu,
-                "scheduler_peak_mb": _status_kb(self.scheduler.pid)[1] / 1024}
+                "scheduler_peak_mb": status_kb(self.scheduler.pid)[1] / 1024}
 
     def __exit__(self, *exc):
         for proc in reversed(self.procs):  # workers first
@@ -284,10 +283,6 @@ def run_job(pattern: str, files: int, workers: int, args, tmp: str, tag: str) ->
 
 # ---------------------------------------------------------------------------------------------------------
 # Report
-
-
-def _r(x, digits=1):
-    return None if x is None else round(x, digits)
 
 
 def report(runs: dict, empties: dict, ref: dict, args, base_words: int) -> dict:

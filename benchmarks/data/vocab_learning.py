@@ -21,10 +21,9 @@ import os
 import sys
 import tempfile
 
-from benchmarks.lib.proc import POLL_S, log_tail, run_tree
+from benchmarks.lib.proc import POLL_S, ROOT, log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HF_SCRIPT = r"""
 import gzip, sys

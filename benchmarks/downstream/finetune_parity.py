@@ -42,12 +42,11 @@ import shutil
 import statistics
 import sys
 
-from benchmarks.lib import proc as _proc
-
 from benchmarks.lib import history
+from benchmarks.lib import proc
+from benchmarks.lib.proc import ROOT, child_env
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPE = {"batch_size": 32, "learning_rate": 5e-5, "warmup": 0.1, "weight_decay": 0.01, "clip_norm": 1.0,
           "dropout": 0.1, "max_seq_length": 64}
 METRIC = {"classify": "accuracy", "tag": "f1"}
@@ -73,11 +72,11 @@ def prepare(tasks: str, work: str, cache: str, train_examples: int, tag_train_ex
              "export": os.path.join(work, "minilm_export")}
     if not os.path.exists(os.path.join(paths["model_dir"], "checkpoint")):
         shutil.rmtree(paths["model_dir"], ignore_errors=True)
-        _proc.run_module(["models.convert", "--from", "hf_bert", "--checkpoint", paths["hf"], "--model_dir",
+        proc.run_module(["models.convert", "--from", "hf_bert", "--checkpoint", paths["hf"], "--model_dir",
                           paths["model_dir"], "--max_seq_length", str(RECIPE["max_seq_length"])])
     if not os.path.exists(os.path.join(paths["export"], "hub", "encoder")):
         shutil.rmtree(paths["export"], ignore_errors=True)
-        _proc.run_module(["serving.export", "--model_dir", paths["model_dir"], "--export_dir", paths["export"]])
+        proc.run_module(["serving.export", "--model_dir", paths["model_dir"], "--export_dir", paths["export"]])
     with open(os.path.join(tasks, "sst2", "train.tsv"), encoding="utf-8") as f:
         lines = [line for line in f if line.strip()]
     paths["classify"] = (os.path.join(work, f"sst2_train_{train_examples or 'all'}.tsv"),
@@ -120,9 +119,9 @@ def steady_seconds_per_step(log_lines: list, batch_size: int) -> float | None:
 
 def run(cmd: list, log_path: str) -> dict:
     """One run as its own process tree; its last JSON line, with wall and CPU seconds."""
-    measured = _proc.run_tree(cmd, log_path, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+    measured = proc.run_tree(cmd, log_path, cwd=ROOT, env=child_env())
     if measured["rc"]:
-        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {measured['rc']}):\n{_proc.log_tail(log_path)}")
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {measured['rc']}):\n{proc.log_tail(log_path)}")
     with open(log_path, errors="replace") as f:
         lines = f.readlines()
     found = [json.loads(line) for line in lines if line.startswith("{") and line.rstrip().endswith("}")]
@@ -157,7 +156,8 @@ def figures(summary: dict, workload: str) -> list:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.downstream.finetune_parity", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.downstream.finetune_parity",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=shared_data.path("tasks"))
     parser.add_argument("--work", default="/tmp/finetune-parity")
     parser.add_argument("--cache", default=os.path.join(ROOT, ".cache"))

@@ -1,8 +1,8 @@
 """Does context separate word senses? `downstream.evaluate_senses` on the demo's three exported models, on real
 WordNet data (`../shared/data/eval/`).
 
-    python -m benchmarks.downstream.polysemy [--runs demo_output/runs] [--work_dir .cache/polysemy] [--models bert,gpt,bilm]
-        [--minilm]
+    python -m benchmarks.downstream.polysemy [--runs demo_output/runs] [--work_dir .cache/polysemy] \\
+        [--models bert,gpt,bilm] [--minilm]
 
 Each model's run (`<runs>/<model>`) is exported again with the current `serving.export` into `--work_dir`
 (the demo's own exports predate the per-layer outputs `embedding_output` / `layer_outputs`; `demo_output` is
@@ -20,10 +20,9 @@ import os
 import sys
 import time
 
-from benchmarks.lib.proc import run_module
+from benchmarks.lib.proc import ROOT, last_json, run_module
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENSES = shared_data.path("eval", "wordnet_senses.jsonl.gz")
 PAIRS = shared_data.path("eval", "wordnet_wic_pairs.tsv.gz")
 
@@ -48,7 +47,7 @@ def evaluate_model(runs: str, work_dir: str, kind: str) -> tuple[dict, str, floa
     start = time.time()
     stdout = run_module(["downstream.evaluate_senses", "--module", export_dir, "--data", SENSES, "--pairs", PAIRS,
                          "--png", os.path.join(work_dir, f"{kind}_bank.png"), "--png_word", "bank"])
-    return json.loads(stdout.strip().splitlines()[-1]), stdout, time.time() - start
+    return last_json(stdout), stdout, time.time() - start
 
 
 def table(results: dict) -> str:

@@ -5,9 +5,10 @@ weights, fine-tuned on SST-2 with the same recipe and seeds.
         [--seeds 1,2,3] [--tasks ../shared/data/tasks] [--out_dir .cache/pretraining_gain] [--no_history]
 
 For each model kind and seed, two runs of `python -m downstream.finetune --task classify` on SST-2's train
-split, scored on its dev split, at `benchmarks.downstream.finetune`'s recipe for that kind (`RUNS["sst2_<kind>"]`; BERT
-and GPT fine-tune every weight with a head on `[CLS]` / the last token, the biLM trains ELMo's scalar mix and
-a classifier over the frozen biLM) with `seed=<seed>`:
+split, scored on its dev split, at `benchmarks.downstream.finetune`'s recipe for that kind
+(`benchmarks.lib.finetune_recipes.RUNS["sst2_<kind>"]`; BERT and GPT fine-tune every weight with a head on
+`[CLS]` / the last token, the biLM trains ELMo's scalar mix and a classifier over the frozen biLM) with
+`seed=<seed>`:
 
 - `pretrained`: the demo's trained model (`DEMO_DIR/runs/<kind>`);
 - `random`: the same config, vocabulary and shape, its weights as initialised with the seed, never trained.
@@ -19,36 +20,15 @@ runs are reused from `--out_dir`. Three kinds, 3 seeds: about 40 minutes (AMD EP
 
 import argparse
 import json
-import math
 import os
-import shutil
 import subprocess
 import sys
 
+from benchmarks.lib.finetune_recipes import RUNS
+from benchmarks.lib.model_dirs import random_model_dir
+from benchmarks.lib.proc import ROOT, child_env, last_json
+from benchmarks.lib.stats import gain, mean_se
 from demo import shared_data
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def random_model_dir(trained: str, out: str, seed: int) -> str:
-    """A model_dir with `trained`'s config and vocabulary and freshly initialised weights (seeded): what the
-    same run would have started from."""
-    import keras
-    import tensorflow as tf
-
-    from models import families
-
-    if tf.train.latest_checkpoint(out):
-        return out
-    saved = families.read_config(trained)
-    keras.utils.set_random_seed(seed)
-    model = families.make_task(saved["model"], saved["model_config"], saved["data"]).build_model()
-    families.write_config(out, saved["model"], saved["preset"], saved["model_config"], saved["train_config"],
-                          saved["data"])
-    shutil.copy(os.path.join(trained, families.VOCAB_FILE), os.path.join(out, families.VOCAB_FILE))
-    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    tf.train.CheckpointManager(tf.train.Checkpoint(model=model, step=step), out, 1).save(checkpoint_number=0)
-    return out
 
 
 def finetune(model_dir: str, recipe: list[str], seed: int, tasks: str, out: str) -> dict:
@@ -62,24 +42,13 @@ def finetune(model_dir: str, recipe: list[str], seed: int, tasks: str, out: str)
                            model_dir, "--train", os.path.join(tasks, "sst2", "train.tsv"), "--eval",
                            os.path.join(tasks, "sst2", "dev.tsv"), "--output_dir", os.path.join(out, "run"),
                            "--overwrite", *sets], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=child_env())
     if done.returncode:
         raise RuntimeError(f"fine-tuning {model_dir} failed:\n{done.stderr[-3000:]}")
-    metrics = json.loads(done.stdout.strip().splitlines()[-1])
+    metrics = last_json(done.stdout)
     with open(result_path, "w") as f:
         json.dump(metrics, f, indent=1)
     return metrics
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n, mean = len(values), sum(values) / len(values)
-    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else float("nan"))
-
-
-def gain(pretrained: list[float], random: list[float]) -> tuple[float, float]:
-    """Mean difference and its standard error (the two samples' errors combined)."""
-    (a, sa), (b, sb) = mean_se(pretrained), mean_se(random)
-    return a - b, math.sqrt(sa ** 2 + sb ** 2)
 
 
 def main(argv=None) -> int:
@@ -91,7 +60,6 @@ def main(argv=None) -> int:
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "pretraining_gain"))
     parser.add_argument("--no_history", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks.downstream import finetune as finetune_runs
     from benchmarks.lib import history
 
     started_on = history.git_commit()
@@ -99,7 +67,7 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     table, figures = {}, []
     for kind in args.models.split(","):
-        recipe = finetune_runs.RUNS[f"sst2_{kind}"][4]
+        recipe = RUNS[f"sst2_{kind}"][4]
         trained = os.path.join(args.demo_dir, "runs", kind)
         accuracy = {"pretrained": [], "random": []}
         for seed in seeds:

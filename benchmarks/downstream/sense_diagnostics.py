@@ -4,7 +4,7 @@
         [--max_sentences 2000] [--out_dir .cache/sense_diagnostics]
 
 For every model of a finished `make demo` (its exports under `DEMO_DIR/export/`), and for the same config
-with its initial weights (seed 42, never trained: `pretraining_gain.random_model_dir`; not for MiniLM, which
+with its initial weights (seed 42, never trained: `benchmarks.lib.model_dirs.random_model_dir`; not for MiniLM, which
 was not trained here), per layer:
 
 - `downstream.vector_diagnostics` over the held-out sentences (`DEMO_DIR/corpus/heldout.txt`): anisotropy,
@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.lib.proc import ROOT, last_json, run_module
 COLUMNS = ("sense", "centred", "standardised", "anisotropy", "top_component_share", "word", "position",
            "sentence", "context")
 
@@ -38,27 +38,20 @@ def _cached_json(path: str, make) -> dict:
         return json.load(f)
 
 
-def _last_json(args: list[str]) -> dict:
-    from benchmarks.lib.proc import run_module
-
-    return json.loads(run_module(args).strip().splitlines()[-1])
-
-
 def measure(export_dir: str, senses: str, sentences: str, max_sentences: int, out: str, polysemy: str | None) -> dict:
     """{"senses": evaluate_senses' summary, "diagnostics": vector_diagnostics' result} of one export."""
     summary = (json.load(open(polysemy))["summary"] if polysemy and os.path.exists(polysemy) else
-               _cached_json(out + ".senses.json", lambda: _last_json(
-                   ["downstream.evaluate_senses", "--module", export_dir, "--data", senses, "--examples", ""])))
-    diagnostics = _cached_json(out + ".diagnostics.json", lambda: _last_json(
+               _cached_json(out + ".senses.json", lambda: last_json(run_module(
+                   ["downstream.evaluate_senses", "--module", export_dir, "--data", senses, "--examples", ""]))))
+    diagnostics = _cached_json(out + ".diagnostics.json", lambda: last_json(run_module(
         ["downstream.vector_diagnostics", "--module", export_dir, "--input", sentences, "--max_sentences",
-         str(max_sentences)]))
+         str(max_sentences)])))
     return {"senses": summary, "diagnostics": diagnostics}
 
 
 def initial_export(demo_dir: str, kind: str, out_dir: str) -> str:
     """The export of `kind`'s demo config with its initial weights (made once under `out_dir`)."""
-    from benchmarks.lib.proc import run_module
-    from benchmarks.downstream.pretraining_gain import random_model_dir
+    from benchmarks.lib.model_dirs import random_model_dir
 
     model_dir = random_model_dir(os.path.join(demo_dir, "runs", kind), os.path.join(out_dir, f"{kind}_initial"), 42)
     export_dir = model_dir + "_export"

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project's checkout
 POLL_S = 0.1
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -62,7 +63,7 @@ sys.exit(rc)
 """
 
 
-def _stat(pid: int):
+def pid_stat(pid: int):
     """(ppid, start time, utime + stime in s) of a process, or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -89,7 +90,7 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _status_kb(pid: int) -> tuple[int, int]:
+def status_kb(pid: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) in kB; zeros for a process that is gone or a zombie."""
     rss = hwm = 0
     try:
@@ -106,7 +107,7 @@ def _status_kb(pid: int) -> tuple[int, int]:
 
 
 def _rss_kb(pid: int) -> int:
-    return _status_kb(pid)[0]
+    return status_kb(pid)[0]
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -142,10 +143,10 @@ class _TreeSampler:
         while todo:
             pid, depth = todo.pop()
             todo.extend((child, depth + 1) for child in tree.get(pid, ()))
-            stat = _stat(pid)
+            stat = pid_stat(pid)
             if stat is None:
                 continue
-            rss, hwm = _status_kb(pid)
+            rss, hwm = status_kb(pid)
             total, count = total + rss, count + 1
             info = self.procs.setdefault((pid, stat[1]), {"pid": pid, "start": stat[1], "depth": depth,
                                                            "peak_kb": 0, "cmdline": [], "cpu_s": 0.0})
@@ -200,12 +201,22 @@ def log_tail(path: str, lines: int = 30) -> str:
         return "".join(f.readlines()[-lines:])
 
 
-def run_module(args: list[str], root: str | None = None) -> str:
+def child_env(root: str = ROOT, **extra: str) -> dict:
+    """The environment of a command run from the checkout at `root`: its packages first on the path,
+    TensorFlow's start-up logs quiet, and `extra` variables."""
+    return dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def last_json(stdout: str) -> dict:
+    """The JSON object a project command prints as its last line."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_module(args: list[str], root: str = ROOT) -> str:
     """Runs `python -m ARGS` from the project root (or the checkout at `root`); returns its stdout, or raises
     with the end of stderr."""
-    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-m", *args], cwd=root, capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2"))
+                            env=child_env(root))
     if result.returncode:
         raise RuntimeError(f"python -m {' '.join(args)} failed:\n{result.stderr[-4000:]}")
     return result.stdout

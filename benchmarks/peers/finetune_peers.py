@@ -1,5 +1,5 @@
-"""The fine-tuning peers `benchmarks.downstream.finetune_parity` runs beside `downstream.finetune`, each on a HuggingFace
-BERT folder, as their own users would run them, with the recipe given on the command line:
+"""The fine-tuning peers `benchmarks.downstream.finetune_parity` runs beside `downstream.finetune`, each on a
+HuggingFace BERT folder, as their own users would run them, with the recipe given on the command line:
 
     python -m benchmarks.peers.finetune_peers keras_hub_classify --hf_dir DIR --train train.tsv --eval dev.tsv \\
         --seed 0 [--epochs 3 --batch_size 32 --learning_rate 5e-5 --warmup 0.1 --weight_decay 0.01 \\

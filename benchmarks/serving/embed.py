@@ -34,10 +34,9 @@ import tempfile
 
 from benchmarks.lib import history
 from benchmarks.lib.dask_worker import on_fresh_worker
-from benchmarks.lib.proc import log_tail, run_tree
+from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree
 from demo import shared_data
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOAL = 0.9
 ONE_WORKER = ["--runner", "DirectRunner", "--direct_running_mode", "multi_processing", "--direct_num_workers", "1"]
 
@@ -66,8 +65,7 @@ def write_corpus(folder: str, sentences: list[str], files: int = 4) -> tuple[str
 
 
 def measure(cmd: list[str], log: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    result = run_tree([sys.executable, "-m", *cmd], log, cwd=ROOT, env=env)
+    result = run_tree([sys.executable, "-m", *cmd], log, cwd=ROOT, env=child_env())
     if result["rc"]:
         raise RuntimeError(f"{' '.join(cmd[:2])} failed:\n{log_tail(log)}")
     return result

@@ -34,9 +34,8 @@ import tempfile
 import threading
 import time
 
-from benchmarks.lib.proc import _stat, _status_kb
+from benchmarks.lib.proc import ROOT, pid_stat, status_kb
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = "the bank raised its rates a river ran by".split()
 ISSUE_46_HEADS = [b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n" + line + b"Content-Length: 2\r\n\r\n{}"
                   for line in (b"Transfer-Encoding : chunked\r\n", b"Transfer-Encoding\t: chunked\r\n",
@@ -94,7 +93,7 @@ def answers_to_malformed(socks: list[socket.socket]) -> dict:
 def big_strings(port: int, pid: int, megabytes: float, count: int) -> dict:
     """`count` concurrent requests of one `megabytes` MB string each -> answers and the peak RSS rise."""
     body = json.dumps({"signature_name": "length", "instances": ["a " * int(megabytes * 5e5)]}).encode()
-    before, statuses = _status_kb(pid)[0], []
+    before, statuses = status_kb(pid)[0], []
 
     def send():
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -109,8 +108,8 @@ def big_strings(port: int, pid: int, megabytes: float, count: int) -> dict:
     for thread in threads:
         thread.join()
     return {"request_mb": round(len(body) / 1e6, 1), "requests": count, "statuses": sorted(map(str, statuses)),
-            "rss_before_mb": round(before / 1024, 1), "hwm_after_mb": round(_status_kb(pid)[1] / 1024, 1),
-            "peak_rise_mb": round((_status_kb(pid)[1] - before) / 1024, 1)}
+            "rss_before_mb": round(before / 1024, 1), "hwm_after_mb": round(status_kb(pid)[1] / 1024, 1),
+            "peak_rise_mb": round((status_kb(pid)[1] - before) / 1024, 1)}
 
 
 def main(argv=None) -> dict:
@@ -134,10 +133,10 @@ def main(argv=None) -> dict:
 
     def sample():
         while not done.wait(0.1):
-            samples.append(_status_kb(process.pid)[0])
+            samples.append(status_kb(process.pid)[0])
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    result = {"rss_start_mb": round(_status_kb(process.pid)[0] / 1024, 1)}
+    result = {"rss_start_mb": round(status_kb(process.pid)[0] / 1024, 1)}
     big = json.dumps({"signature_name": "length", "instances": sentences(args.big_instances)}).encode()
     at_cap = json.dumps({"signature_name": "length", "instances": sentences(1024)}).encode()
     single = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -159,7 +158,7 @@ def main(argv=None) -> dict:
             sock.sendall(b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"in")
     stalled += idle
     malformed = malformed_heads(port, args.malformed)
-    cpu_before = _stat(process.pid)[2]
+    cpu_before = pid_stat(process.pid)[2]
     small = json.dumps({"signature_name": "length", "instances": sentences(8)}).encode()
     counts, errors, latencies, lock = {"ok": 0, "intended_400": 0}, [], [], threading.Lock()
     small_latencies = []
@@ -198,15 +197,15 @@ def main(argv=None) -> dict:
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
-    cpu_s = _stat(process.pid)[2] - cpu_before
+    cpu_s = pid_stat(process.pid)[2] - cpu_before
     done.set()
     sampler.join()
     result.update(clients=args.clients, requests=sum(counts.values()) + len(errors), **counts,
                   errors=len(errors), first_errors=errors[:3], wall_s=round(wall, 2),
                   p50_ms=round(1000 * sorted(latencies)[len(latencies) // 2], 1) if latencies else None,
                   rss_peak_sampled_mb=round(max(samples, default=0) / 1024, 1),
-                  rss_hwm_mb=round(_status_kb(process.pid)[1] / 1024, 1),
-                  rss_end_mb=round(_status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled, idle=args.idle,
+                  rss_hwm_mb=round(status_kb(process.pid)[1] / 1024, 1),
+                  rss_end_mb=round(status_kb(process.pid)[0] / 1024, 1), stalled=args.stalled, idle=args.idle,
                   small_max_ms=round(1000 * max(small_latencies, default=0), 1),
                   small_over_1s=sum(t > 1.0 for t in small_latencies), server_cpu_s=round(cpu_s, 2),
                   **answers_to_malformed(malformed))

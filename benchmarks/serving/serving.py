@@ -34,11 +34,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.lib.proc import ROOT  # noqa: E402
 from serving.server.model_config import ModelEntry  # noqa: E402
 from serving.server.manager import version_folders  # noqa: E402
 from tests.fixtures.serving import save_text_model  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCES = ["the quick brown fox jumps over the lazy dog", "a man a plan a canal panama",
              "to be or not to be that is the question", "serving models over rest is easy",
              "all happy families are alike each unhappy family is unhappy in its own way"]

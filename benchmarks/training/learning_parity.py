@@ -26,10 +26,10 @@ import json
 import math
 import os
 
-from benchmarks.training import model_quality
+from benchmarks.lib import quality_runs
+from benchmarks.lib.proc import ROOT
 from benchmarks.peers import model_garden_run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 32
 GPT2_SHAPE = ["normalize_first=true", "tie_output=true", "output_bias=false"]
 BERT_SHAPE = ["tie_output=true", "normalize_first=false"]
@@ -55,7 +55,7 @@ def data_patterns(args, kind: str) -> dict:
     if args.data_dir:
         return {"pretrain": os.path.join(args.data_dir, kind, f"{kind}-*.tfrecord"),
                 "heldout": os.path.join(args.data_dir, f"{kind}_heldout", f"{kind}-*.tfrecord")}
-    return model_quality.prepare(args.work_dir, kind)
+    return quality_runs.prepare(args.work_dir, kind)
 
 
 def run_kind(kind: str, args, steps: int) -> dict:
@@ -79,7 +79,7 @@ def run_kind(kind: str, args, steps: int) -> dict:
             results[name] = json.load(f)["evals"]
     with open(os.path.join(os.path.dirname(patterns["pretrain"]), "metadata.json")) as f:
         vocab_size = json.load(f)["vocab"]["size"]
-    baseline = model_quality.unigram_baseline(patterns["pretrain"], patterns["heldout"], kind, vocab_size)
+    baseline = quality_runs.unigram_baseline(patterns["pretrain"], patterns["heldout"], kind, vocab_size)
     return {"runs": results, "unigram": baseline, "ln_vocab": math.log(vocab_size), "steps": steps}
 
 
@@ -99,7 +99,8 @@ def report(kind: str, result: dict) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.training.learning_parity", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.training.learning_parity",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="gpt,bert")
     parser.add_argument("--gpt_steps", type=int, default=150)
     parser.add_argument("--bert_steps", type=int, default=300)

@@ -1,8 +1,8 @@
 """The recipe sweep for word senses: candidate recipes of the demo's from-scratch models, each judged by the
 held-out loss and the sense accuracy it reaches and the CPU-minutes it costs.
 
-    .venv/bin/python -m benchmarks.training.recipe_sweep --demo_dir DEMO_DIR --model bert [--candidates base,mlm_only] \\
-        [--steps 600] [--seeds 42] [--work_dir .cache/recipe_sweep] [--no_history]
+    .venv/bin/python -m benchmarks.training.recipe_sweep --demo_dir DEMO_DIR --model bert \\
+        [--candidates base,mlm_only] [--steps 600] [--seeds 42] [--work_dir .cache/recipe_sweep] [--no_history]
 
 Every candidate starts from the demo's recipe (`demo.training_steps`: the tiny preset, its peak rate, batch,
 dropout, warm-up a tenth, linear decay) on the demo's cleaned corpus and vocabulary, and changes one thing:
@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.lib.proc import ROOT, child_env
 # candidate -> (data job flags, --set fields) over the demo's recipe
 CANDIDATES = {
     "bert": {
@@ -75,7 +75,7 @@ def _data_job(kind: str, text: str, vocab: str, out: str, flags: dict) -> None:
     for key, value in flags.items():
         args += [f"--{key}"] if value is True else [f"--{key}", str(value)]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=child_env())
     if done.returncode:
         raise RuntimeError(f"{' '.join(args[2:6])} failed:\n{done.stderr[-3000:]}")
 
@@ -102,7 +102,7 @@ def data_dir(kind: str, data_flags: dict, demo_dir: str, work_dir: str) -> str:
 def run_candidate(kind: str, name: str, seed: int, args, senses: str) -> dict:
     from benchmarks.lib import history
 
-    from benchmarks.training import model_quality
+    from benchmarks.lib import quality_runs
 
     data_flags, fields = CANDIDATES[kind][name]
     fields = {**demo_recipe(kind, args.steps), **fields, "seed": seed}
@@ -110,11 +110,11 @@ def run_candidate(kind: str, name: str, seed: int, args, senses: str) -> dict:
         fields["warmup_steps"] = max(int(args.steps * float(fields.pop("warmup_fraction"))), 1)
     folder = data_dir(kind, data_flags, args.demo_dir, args.work_dir)
     work = os.path.join(args.work_dir, "runs", f"{kind}-{name}-seed{seed}")
-    results = model_quality.run(work, [kind], args.steps, senses, args.steps, folder, overrides=fields)
+    results = quality_runs.run(work, [kind], args.steps, senses, args.steps, folder, overrides=fields)
     if not args.no_history:
         workload = (f"recipe sweep, {args.demo_dir} data; {kind} {name}; {args.steps} steps; seed {seed}; "
                     + " ".join(f"{k}={v}" for k, v in {**data_flags, **fields}.items()))
-        history.record("model_quality", model_quality.history_figures(results, workload))
+        history.record("model_quality", quality_runs.history_figures(results, workload))
     return {"kind": kind, "candidate": name, "seed": seed, "comparable_loss": "max_seq_length" not in data_flags,
             **summary(kind, results[kind])}
 

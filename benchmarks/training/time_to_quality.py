@@ -29,7 +29,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.lib.proc import ROOT
 BATCH = 32
 MG_DEFAULT = {"learning_rate": 1e-4, "warmup_fraction": 0.01, "dropout": 0.1}
 

@@ -1,8 +1,8 @@
 """Vector parity: do our pretrained Transformers tell word senses apart as well as a peer's, trained on the same
 records with the same recipe?
 
-    .venv/bin/python -m benchmarks.training.vector_parity --data_dir DEMO_DIR/data [--models bert,gpt] [--seeds 1,2,3] \\
-        [--steps 600] [--trainers ours,peer] [--out_dir .cache/vector_parity] [--senses PATH] [--no_history]
+    .venv/bin/python -m benchmarks.training.vector_parity --data_dir DEMO_DIR/data [--models bert,gpt] \\
+        [--seeds 1,2,3] [--steps 600] [--trainers ours,peer] [--out_dir .cache/vector_parity] [--senses PATH] [--no_history]
 
 Per model kind and seed, each in a process of its own, on the demo's TFRecords (`DEMO_DIR/data/<kind>/` and
 `<kind>_heldout/`) at the demo's recipe (`demo.training_steps`: peak rate, batch, warm-up a tenth, linear
@@ -35,7 +35,8 @@ import resource
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.lib.proc import ROOT, child_env, last_json
+from benchmarks.lib.stats import mean_se
 TRAINERS = {"bert": ("ours", "peer"), "gpt": ("ours", "ours_pre_ln", "peer")}
 LOSS = {"bert": "mlm_loss", "gpt": "loss"}
 
@@ -54,15 +55,11 @@ def _run(args: list[str]) -> tuple[str, float]:
     """`python -m ARGS` from the root: (stdout, CPU-seconds of the process and its children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=child_env())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise RuntimeError(f"python -m {' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def _last_json(stdout: str) -> dict:
-    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def train(kind: str, trainer: str, seed: int, steps: int, data: dict, model_dir: str) -> float:
@@ -84,9 +81,9 @@ def score(kind: str, model_dir: str, data: dict, senses: str) -> dict:
     export_dir = model_dir + "_export"
     if not os.path.isdir(os.path.join(export_dir, "hub")):
         _run(["serving.export", "--model_dir", model_dir, "--export_dir", export_dir])
-    heldout = _last_json(_run(["models.training.evaluate", "--model_dir", model_dir, "--eval_data",
+    heldout = last_json(_run(["models.training.evaluate", "--model_dir", model_dir, "--eval_data",
                                data["heldout"], "--batch_size", "32"])[0])  # every full batch
-    summary = _last_json(_run(["downstream.evaluate_senses", "--module", export_dir, "--data", senses,
+    summary = last_json(_run(["downstream.evaluate_senses", "--module", export_dir, "--data", senses,
                                "--examples", ""])[0])
     return {"heldout": heldout, "senses": summary}
 
@@ -112,14 +109,6 @@ def one_run(kind: str, trainer: str, seed: int, args, data: dict) -> dict:
 
 def best_contextual(summary: dict) -> float:
     return max(v for k, v in summary["layers"].items() if k != summary["static_layer"])
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, float("nan")
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 def table(kind: str, results: list[dict]) -> dict:
