@@ -51,8 +51,7 @@ import tempfile
 import time
 from typing import Sequence
 
-from benchmarks.lib import history
-from benchmarks.lib import proc
+from benchmarks.lib import history, proc
 from benchmarks.lib.proc import ROOT
 from preprocessing import near_duplicates
 

@@ -42,8 +42,7 @@ import shutil
 import statistics
 import sys
 
-from benchmarks.lib import history
-from benchmarks.lib import proc
+from benchmarks.lib import history, proc
 from benchmarks.lib.proc import ROOT, child_env
 from demo import shared_data
 
