@@ -1,5 +1,5 @@
-"""The project's two Python rule shapes: a command run as `python -m MODULE`, and a pytest file (one, or a
-folder's at a time).
+"""The project's Python rule shapes: a package (its library and its commands), a command run as
+`python -m MODULE`, and a pytest file (one, or a folder's at a time).
 
 Both build on the native py_binary / py_test (the interpreter is the .venv toolchain of tools/bazel/BUILD) and
 set `legacy_create_init = False`: every project package has its own __init__.py, so the runfiles need none of
@@ -50,6 +50,20 @@ def py_module_binary(name, module, deps, **kwargs):
         legacy_create_init = False,
         **kwargs
     )
+
+def py_package(deps = [], commands = {}):
+    """The library of a project package, named as its folder (//models:models), of every .py below it
+    (subfolders have no BUILD of their own), and a py_module_binary per command on it; all public.
+
+    Args:
+      deps: the packages it imports, e.g. ["//commands", "//preprocessing"].
+      commands: target name -> the module it runs, e.g. {"train": "models.training.train"} for //models:train.
+    """
+    name = native.package_name()
+    public = ["//visibility:public"]
+    native.py_library(name = name, srcs = native.glob(["**/*.py"]), deps = deps, visibility = public)
+    for target, module in commands.items():
+        py_module_binary(name = target, module = module, deps = [":" + name], visibility = public)
 
 def pytest_test(name, deps, src = None, data = [], **kwargs):
     """A py_test running pytest on one test file through tools/bazel/pytest_main.py.
