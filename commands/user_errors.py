@@ -11,6 +11,7 @@ reaches the launcher only as text (the worker's formatted traceback); `user_mess
 """
 
 import argparse
+import json
 import math
 import os
 import re
@@ -101,6 +102,17 @@ def exit_status(exc: BaseException, verbose: bool = False) -> int:
         traceback.print_exception(exc, file=sys.stderr)
     print(f"error: {found[0]}", file=sys.stderr)
     return found[1]
+
+
+def run_to_summary(call, verbose: bool = False) -> int:
+    """A command's edge around its Python API: `call()` returns the result's JSON-ready summary, printed as the
+    last line of stdout (exit status 0); a user error is one line (`exit_status`)."""
+    try:
+        summary = call()
+    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
+        return exit_status(e, verbose)
+    print(json.dumps(summary))
+    return 0
 
 
 # --- argument checks (each raises UserError naming the flag and the allowed range) -------------------------

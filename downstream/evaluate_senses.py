@@ -48,7 +48,7 @@ import sys
 
 import numpy as np
 
-from commands.user_errors import UserError, check_range, exit_status, require_file
+from commands.user_errors import UserError, check_range, require_file, run_to_summary
 from preprocessing.stable_random import stable_fraction
 
 TIE = 1e-6
@@ -354,12 +354,7 @@ def job_from_args(args) -> SensesJob:
 def main(argv=None) -> int:
     """`python -m downstream.evaluate_senses`: parse, build the job, run it; the summary as the last line."""
     args = parse_args(argv)
-    try:
-        result = run(job_from_args(args))
-    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
-        return exit_status(e)
-    print(json.dumps(result.summary))
-    return 0
+    return run_to_summary(lambda: run(job_from_args(args)).summary)
 
 
 if __name__ == "__main__":

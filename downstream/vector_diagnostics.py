@@ -32,12 +32,11 @@ it prints the same table and returns a `Diagnostics` (`summary()` is the JSON li
 
 import argparse
 import dataclasses
-import json
 import sys
 
 import numpy as np
 
-from commands.user_errors import UserError, check_range, exit_status
+from commands.user_errors import UserError, check_range, run_to_summary
 
 PAIRS = 20000
 
@@ -240,12 +239,7 @@ def job_from_args(args) -> DiagnosticsJob:
 def main(argv=None) -> int:
     """`python -m downstream.vector_diagnostics`: parse, build the job, run it; the figures as the last line."""
     args = parse_args(argv)
-    try:
-        result = run(job_from_args(args))
-    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
-        return exit_status(e)
-    print(json.dumps(result.summary()))
-    return 0
+    return run_to_summary(lambda: run(job_from_args(args)).summary())
 
 
 if __name__ == "__main__":

@@ -32,26 +32,16 @@ from models.objective import PretrainingTask, ratio, weighted_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
-    """The encoder's shape. `vocab_size` comes from the data's vocabulary."""
+class BertConfig(common.TransformerConfig):
+    """The encoder's shape: `common.TransformerConfig`'s fields, then BERT's. `vocab_size` comes from the
+    data's vocabulary."""
 
-    vocab_size: int = 30522
-    num_layers: int = 12
-    hidden_size: int = 768
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu_approximate"
-    dropout: float = 0.1
-    max_position_embeddings: int = 512
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-12
     tie_output: bool = True
     normalize_first: bool = False
     next_sentence: bool = True
-
-    def __post_init__(self):
-        common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
 # The sizes of google-research/bert's released models (the 24 small BERTs and base/large).

@@ -1,4 +1,7 @@
-"""Small pieces the Transformer families share: activations by name, the initializer, FLOP counting."""
+"""Small pieces the Transformer families share: the config's common fields, activations by name, the
+initializer, FLOP counting."""
+
+import dataclasses
 
 import keras
 
@@ -24,11 +27,35 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
-def check_transformer_shape(hidden_size: int, num_heads: int, hidden_act: str) -> None:
-    """The checks every Transformer config makes in `__post_init__`."""
-    if hidden_size % num_heads:
-        raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
-    activation(hidden_act)
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """The fields BERT's and GPT's configs share, first in both (`config.json` keeps this order), and their
+    checks. A family's config adds its own fields after these and may change a default (`vocab_size`).
+
+    Args:
+      vocab_size: rows of the token embedding; the data's vocabulary sets it.
+      num_layers: Transformer blocks.
+      hidden_size: the width of every block; a multiple of `num_heads`.
+      num_heads: attention heads per block.
+      intermediate_size: the width of each block's MLP.
+      hidden_act: a name in `ACTIVATIONS`.
+      dropout: the rate of every dropout layer.
+      max_position_embeddings: rows of the learned position embedding (the longest input).
+    """
+
+    vocab_size: int = 30522
+    num_layers: int = 12
+    hidden_size: int = 768
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_approximate"
+    dropout: float = 0.1
+    max_position_embeddings: int = 512
+
+    def __post_init__(self):
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+        activation(self.hidden_act)
 
 
 def transformer_preset(layers: int, hidden: int, heads: int, **fields) -> dict:

@@ -32,23 +32,16 @@ from models.objective import PretrainingTask, perplexity, ratio, weighted_cross_
 
 
 @dataclasses.dataclass(frozen=True)
-class GptConfig:
+class GptConfig(common.TransformerConfig):
+    """The decoder's shape: `common.TransformerConfig`'s fields (GPT-1's 40k BPE vocabulary by default), then
+    GPT's."""
+
     vocab_size: int = 40478
-    num_layers: int = 12
-    hidden_size: int = 768
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu_approximate"
-    dropout: float = 0.1
-    max_position_embeddings: int = 512
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-5
     output_bias: bool = False
     tie_output: bool = True
     normalize_first: bool = False
-
-    def __post_init__(self):
-        common.check_transformer_shape(self.hidden_size, self.num_heads, self.hidden_act)
 
 
 PRESETS = {

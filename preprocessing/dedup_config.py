@@ -17,6 +17,7 @@ from preprocessing import near_duplicates
 from preprocessing.text_filters import parse_spec
 
 STAGES = ("exact", "spans", "near")
+_MINHASH = near_duplicates.MinHashConfig()  # the MinHash fields' defaults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +41,12 @@ class DedupConfig:
     spans: bool = False
     near: bool = False
     span_sentences: int = 3
-    shingle_words: int = 5
-    num_perm: int = 120
-    bands: int = 10
-    band_rows: int = 4
-    threshold: float = 0.8
-    seed: int = 0
+    shingle_words: int = _MINHASH.shingle_words
+    num_perm: int = _MINHASH.num_perm
+    bands: int = _MINHASH.bands
+    band_rows: int = _MINHASH.band_rows
+    threshold: float = _MINHASH.threshold
+    seed: int = _MINHASH.seed
     max_comparisons: int = 64
     report_clusters: int = 20
     key_ranges: int = 0
@@ -58,9 +59,8 @@ class DedupConfig:
 
     @property
     def minhash(self) -> near_duplicates.MinHashConfig:
-        return near_duplicates.MinHashConfig(shingle_words=self.shingle_words, num_perm=self.num_perm,
-                                             bands=self.bands, band_rows=self.band_rows, threshold=self.threshold,
-                                             seed=self.seed)
+        return near_duplicates.MinHashConfig(**{f.name: getattr(self, f.name)
+                                                for f in dataclasses.fields(near_duplicates.MinHashConfig)})
 
     @property
     def active(self) -> bool:

@@ -166,3 +166,15 @@ def read_corpus_lines(path: str) -> list[str]:
     import gzip
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def raised_from(cause: Exception, error: Exception) -> Exception:
+    """`error` as `raise error from cause` leaves it (`__cause__` and `__context__` set): what a command's edge
+    sees when a library wraps a user error."""
+    try:
+        try:
+            raise cause
+        except type(cause):
+            raise error from cause
+    except type(error) as raised:
+        return raised

@@ -18,7 +18,7 @@ import pytest
 from models.training import evaluate, train
 from serving.export import cli as export
 from tests.conftest import ROOT
-from tests.fixtures.training import write_dataset
+from tests.fixtures.training import train_tiny, write_dataset
 
 FAST = ["--set", "warmup_steps=1", "--set", "log_every=2", "--set", "checkpoint_every=2", "--set", "batch_size=8",
         "--set", "steps_per_execution=2", "--set", "jit_compile=false", "--set", "train_steps=2"]
@@ -29,12 +29,7 @@ ENV.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user's shell has it: the commands 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A gpt_tiny model_dir trained 2 steps, and its data."""
-    root = tmp_path_factory.mktemp("run")
-    data = write_dataset(str(root / "gpt"), "gpt")
-    model_dir = str(root / "model")
-    assert train.main(["--model", "gpt", "--preset", "gpt_tiny", "--train_data", data, "--model_dir", model_dir,
-                       *FAST]) == 0
-    return {"data": data, "model_dir": model_dir, "root": root}
+    return train_tiny(tmp_path_factory.mktemp("run"), "gpt", *FAST)
 
 
 def _error_line(err: str) -> str:

@@ -75,13 +75,9 @@ def to_hf(ours: dict, config: GptConfig) -> dict:
             [ours[f"{k}/self_attention/{p}/kernel"].reshape(hidden, hidden) for p in ("query", "key", "value")], 1)
         out[f"{h}.attn.c_attn.bias"] = np.concatenate(
             [ours[f"{k}/self_attention/{p}/bias"].reshape(-1) for p in ("query", "key", "value")])
-        out[f"{h}.attn.c_proj.weight"] = ours[f"{k}/self_attention/attention_output/kernel"].reshape(hidden, hidden)
-        out[f"{h}.attn.c_proj.bias"] = ours[f"{k}/self_attention/attention_output/bias"]
-        for theirs, mine in (("ln_1", "self_attention_layer_norm"), ("ln_2", "feedforward_layer_norm")):
-            out[f"{h}.{theirs}.weight"], out[f"{h}.{theirs}.bias"] = ours[f"{k}/{mine}/gamma"], ours[f"{k}/{mine}/beta"]
-        for theirs, mine in (("c_fc", "feedforward_intermediate_dense"), ("c_proj", "feedforward_output_dense")):
-            out[f"{h}.mlp.{theirs}.weight"] = ours[f"{k}/{mine}/kernel"]
-            out[f"{h}.mlp.{theirs}.bias"] = ours[f"{k}/{mine}/bias"]
+        for name, path in _one_to_one(k, h):
+            out[name] = ours[path]
+        out[f"{h}.attn.c_proj.weight"] = out[f"{h}.attn.c_proj.weight"].reshape(hidden, hidden)  # [heads, d, H]
     if not config.tie_output:
         out["lm_head.weight"] = ours["token_embedding/reverse_embeddings"].T  # [V, H]
     return {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in out.items()}
@@ -121,16 +117,24 @@ def _to_ours(hf: dict, config: GptConfig, shapes: dict) -> dict:
         for part, kernel, bias in zip(("query", "key", "value"), kernels, biases):
             ours[f"{k}/self_attention/{part}/kernel"] = kernel
             ours[f"{k}/self_attention/{part}/bias"] = bias
-        ours[f"{k}/self_attention/attention_output/kernel"] = hf[f"{h}.attn.c_proj.weight"]
-        ours[f"{k}/self_attention/attention_output/bias"] = hf[f"{h}.attn.c_proj.bias"]
-        for theirs, mine in (("ln_1", "self_attention_layer_norm"), ("ln_2", "feedforward_layer_norm")):
-            ours[f"{k}/{mine}/gamma"], ours[f"{k}/{mine}/beta"] = hf[f"{h}.{theirs}.weight"], hf[f"{h}.{theirs}.bias"]
-        for theirs, mine in (("c_fc", "feedforward_intermediate_dense"), ("c_proj", "feedforward_output_dense")):
-            ours[f"{k}/{mine}/kernel"] = hf[f"{h}.mlp.{theirs}.weight"]
-            ours[f"{k}/{mine}/bias"] = hf[f"{h}.mlp.{theirs}.bias"]
+        for name, path in _one_to_one(k, h):
+            ours[path] = hf[name]
     if not config.tie_output:
         ours["token_embedding/reverse_embeddings"] = hf["lm_head.weight"].T
     return {path: np.asarray(a).reshape(shapes[path]) for path, a in ours.items()}
+
+
+def _one_to_one(k: str, h: str):
+    """(HuggingFace name, keras path) of the tensors of block `h` / `k` that are one tensor on both sides, the
+    same values up to a reshape: all but the query, key and value, which HuggingFace holds as one `c_attn`."""
+    yield f"{h}.attn.c_proj.weight", f"{k}/self_attention/attention_output/kernel"
+    yield f"{h}.attn.c_proj.bias", f"{k}/self_attention/attention_output/bias"
+    for theirs, mine in (("ln_1", "self_attention_layer_norm"), ("ln_2", "feedforward_layer_norm")):
+        yield f"{h}.{theirs}.weight", f"{k}/{mine}/gamma"
+        yield f"{h}.{theirs}.bias", f"{k}/{mine}/beta"
+    for theirs, mine in (("c_fc", "feedforward_intermediate_dense"), ("c_proj", "feedforward_output_dense")):
+        yield f"{h}.mlp.{theirs}.weight", f"{k}/{mine}/kernel"
+        yield f"{h}.mlp.{theirs}.bias", f"{k}/{mine}/bias"
 
 
 def read_source(checkpoint: str, config_path: str | None, vocab_path: str | None):

@@ -97,23 +97,18 @@ def read(folder: str) -> Preset:
                         max_position_embeddings=c.get("max_sequence_length", 512),
                         type_vocab_size=c.get("num_segments", 2), layer_norm_epsilon=1e-12)
     return Preset(config, read_weights(backbone), config_path, os.path.join(folder, VOCAB_ASSET),
-                  _tokenizer_lower_case(folder), _sequence_length(folder))
+                  _saved_config_value(folder, "tokenizer.json", "lowercase"),
+                  _saved_config_value(folder, "preprocessor.json", "sequence_length"))
 
 
-def _tokenizer_lower_case(folder: str) -> bool | None:
-    path = os.path.join(folder, "tokenizer.json")
+def _saved_config_value(folder: str, name: str, key: str):
+    """`key` of the config that keras-hub saved as `folder/name` (the tokenizer's, the preprocessor's); None
+    when the file or the key is absent."""
+    path = os.path.join(folder, name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        return json.load(f).get("config", {}).get("lowercase")
-
-
-def _sequence_length(folder: str) -> int | None:
-    path = os.path.join(folder, "preprocessor.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f).get("config", {}).get("sequence_length")
+        return json.load(f).get("config", {}).get(key)
 
 
 def load(model, preset: Preset) -> list[str]:

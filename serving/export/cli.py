@@ -41,7 +41,7 @@ import os
 import shutil
 
 from commands.overwrite import require_model_dir
-from commands.user_errors import OneLineParser, exit_status
+from commands.user_errors import OneLineParser, run_to_summary
 from serving.export.job import MANIFEST_FILE, UNSERVABLE, ExportError, ExportJob, ExportResult
 
 SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
@@ -78,12 +78,7 @@ def main(argv=None) -> int:
     """`python -m serving.export`: parse, build the job, export; the result as the last line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
-    try:
-        result = export(job_from_args(args))
-    except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
-        return exit_status(e)
-    print(json.dumps(result.summary()))
-    return 0
+    return run_to_summary(lambda: export(job_from_args(args)).summary())
 
 
 def write_manifest(export_dir: str, kind: str, hub_names, model_names) -> None:

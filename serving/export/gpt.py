@@ -42,10 +42,6 @@ class GptModule(ReusableModule):
         ids_spec = {"input_word_ids": tf.TensorSpec([None, None], tf.int32, name="input_word_ids")}
         super().__init__(lambda inputs, training: decoder(inputs, training=training), ids_spec,
                          decoder.variables, decoder.trainable_variables, tokenizer=tokenizer, vocab_file=vocab_file)
-        special = tokenizer.special_ids
-        eod = special["[SEP]"]
-        vocab_size = tokenizer.vocab_size
-        banned = tf.constant([special[t] for t in NEVER_GENERATED], tf.int32)
         text_spec = tf.TensorSpec([None], tf.string, name="text")
 
         def pieces(texts):
@@ -77,57 +73,67 @@ class GptModule(ReusableModule):
             return {"hidden_states": out["hidden_states"], "input_mask": mask,
                     "next_token_logits": tf.gather(out["logits"], last, batch_dims=1)}  # [B, V]
 
-        @tf.function(input_signature=[
-            tf.TensorSpec([None], tf.string, name="prompt"), tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-            tf.TensorSpec([], tf.int32, name="top_k"), tf.TensorSpec([], tf.float32, name="temperature"),
-            tf.TensorSpec([], tf.int64, name="seed")])
-        def generate(prompt, max_new_tokens, top_k, temperature, seed):
-            checks = [  # INVALID_ARGUMENT from the graph itself, so TF Serving refuses these too
-                tf.debugging.assert_greater_equal(max_new_tokens, 1, message="max_new_tokens must be at least 1"),
-                tf.debugging.assert_greater_equal(top_k, 0, message="top_k must be at least 0 (0: no top-k cut)"),
-                tf.debugging.assert_greater_equal(temperature, 0.0, message="temperature must be at least 0"),
-                tf.debugging.assert_all_finite(temperature, message="temperature must be finite")]
-            with tf.control_dependencies(checks):
-                new = tf.clip_by_value(max_new_tokens, 1, max_seq_length - 2)
-            keep = max_seq_length - 1 - new  # prompt pieces kept, after the leading [SEP]
-            prompts = pieces(prompt)[:, -keep:]  # [B, (P)]
-            batch = prompts.nrows(out_type=tf.int32)
-            prompts = tf.concat([tf.fill([batch, 1], eod), prompts], axis=1)  # [B, (1 + P)]
-            buffer = prompts.to_tensor(shape=[None, max_seq_length])  # [B, W]
-            start = tf.cast(prompts.row_lengths(), tf.int32)  # [B]
-            k = tf.where(top_k <= 0, vocab_size, tf.minimum(top_k, vocab_size))
-            penalty = tf.scatter_nd(banned[:, None], tf.fill(tf.shape(banned), -1e9), [vocab_size])  # [V]
-
-            def step(i, buffer, lengths, done):
-                logits = decoder({"input_word_ids": buffer}, training=False)["logits"]  # [B, W, V]
-                last = tf.gather(logits, lengths - 1, batch_dims=1)  # [B, V]
-                scaled = last / tf.maximum(temperature, 1e-6) + penalty
-                top_logits, top_ids = tf.math.top_k(scaled, k)  # [B, k]
-                pick = tf.random.stateless_categorical(top_logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]),
-                                                       dtype=tf.int32)  # [B, 1]
-                token = tf.gather(top_ids, pick[:, 0], batch_dims=1)  # [B]
-                token = tf.where(done, 0, token)
-                position = tf.stack([tf.range(batch), tf.minimum(lengths, max_seq_length - 1)], axis=1)  # [B, 2]
-                buffer = tf.tensor_scatter_nd_update(buffer, position, token)
-                finished = done | (token == eod)
-                lengths = lengths + tf.cast(~finished, tf.int32)
-                return i + 1, buffer, lengths, finished
-
-            _, buffer, lengths, _ = tf.while_loop(
-                lambda i, b, n, done: (i < new) & ~tf.reduce_all(done), step,
-                (tf.constant(0), buffer, start, tf.zeros([batch], tf.bool)))
-            count = lengths - start  # [B] new tokens ([SEP] excluded)
-            new_ids = _slice_rows(buffer, start, lengths)  # [B, (N)]
-            text = tokenizer.detokenize(tf.cast(new_ids, tf.int64))
-            return {"text": text, "ids": new_ids.to_tensor(), "num_tokens": count}
-
         self.tokenize = tokenize
         self.from_text = from_text
         self.serve = serve
-        self.generate = generate
+        self.generate = _generator(decoder, tokenizer, max_seq_length, pieces)
 
     def signatures(self) -> dict:
         return {"serving_default": self.serve, "generate": self.generate}
+
+
+def _generator(decoder, tokenizer, max_seq_length: int, pieces):
+    """The `generate` signature's function (the module docstring says what it does); `pieces`: strings [B] ->
+    word-piece ids [B, (P)]."""
+    eod = tokenizer.special_ids["[SEP]"]
+    vocab_size = tokenizer.vocab_size
+    banned = tf.constant([tokenizer.special_ids[t] for t in NEVER_GENERATED], tf.int32)
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name="prompt"), tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+        tf.TensorSpec([], tf.int32, name="top_k"), tf.TensorSpec([], tf.float32, name="temperature"),
+        tf.TensorSpec([], tf.int64, name="seed")])
+    def generate(prompt, max_new_tokens, top_k, temperature, seed):
+        checks = [  # INVALID_ARGUMENT from the graph itself, so TF Serving refuses these too
+            tf.debugging.assert_greater_equal(max_new_tokens, 1, message="max_new_tokens must be at least 1"),
+            tf.debugging.assert_greater_equal(top_k, 0, message="top_k must be at least 0 (0: no top-k cut)"),
+            tf.debugging.assert_greater_equal(temperature, 0.0, message="temperature must be at least 0"),
+            tf.debugging.assert_all_finite(temperature, message="temperature must be finite")]
+        with tf.control_dependencies(checks):
+            new = tf.clip_by_value(max_new_tokens, 1, max_seq_length - 2)
+        keep = max_seq_length - 1 - new  # prompt pieces kept, after the leading [SEP]
+        prompts = pieces(prompt)[:, -keep:]  # [B, (P)]
+        batch = prompts.nrows(out_type=tf.int32)
+        prompts = tf.concat([tf.fill([batch, 1], eod), prompts], axis=1)  # [B, (1 + P)]
+        buffer = prompts.to_tensor(shape=[None, max_seq_length])  # [B, W]
+        start = tf.cast(prompts.row_lengths(), tf.int32)  # [B]
+        k = tf.where(top_k <= 0, vocab_size, tf.minimum(top_k, vocab_size))
+        penalty = tf.scatter_nd(banned[:, None], tf.fill(tf.shape(banned), -1e9), [vocab_size])  # [V]
+
+        def step(i, buffer, lengths, done):
+            logits = decoder({"input_word_ids": buffer}, training=False)["logits"]  # [B, W, V]
+            last = tf.gather(logits, lengths - 1, batch_dims=1)  # [B, V]
+            scaled = last / tf.maximum(temperature, 1e-6) + penalty
+            top_logits, top_ids = tf.math.top_k(scaled, k)  # [B, k]
+            pick = tf.random.stateless_categorical(top_logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]),
+                                                   dtype=tf.int32)  # [B, 1]
+            token = tf.gather(top_ids, pick[:, 0], batch_dims=1)  # [B]
+            token = tf.where(done, 0, token)
+            position = tf.stack([tf.range(batch), tf.minimum(lengths, max_seq_length - 1)], axis=1)  # [B, 2]
+            buffer = tf.tensor_scatter_nd_update(buffer, position, token)
+            finished = done | (token == eod)
+            lengths = lengths + tf.cast(~finished, tf.int32)
+            return i + 1, buffer, lengths, finished
+
+        _, buffer, lengths, _ = tf.while_loop(
+            lambda i, b, n, done: (i < new) & ~tf.reduce_all(done), step,
+            (tf.constant(0), buffer, start, tf.zeros([batch], tf.bool)))
+        count = lengths - start  # [B] new tokens ([SEP] excluded)
+        new_ids = _slice_rows(buffer, start, lengths)  # [B, (N)]
+        text = tokenizer.detokenize(tf.cast(new_ids, tf.int64))
+        return {"text": text, "ids": new_ids.to_tensor(), "num_tokens": count}
+
+    return generate
 
 
 def _slice_rows(buffer: tf.Tensor, start: tf.Tensor, end: tf.Tensor) -> tf.RaggedTensor:

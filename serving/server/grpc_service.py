@@ -82,13 +82,19 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response.metadata[SIGNATURE_DEF].Pack(signature_def_map(servable))
         return response
 
+    def _run_examples(self, request, method: str, response):
+        """A Classify or Regress request (`method`: CLASSIFY, REGRESS) run on its model's signature: fills
+        `response.model_spec`, returns the servable's rows, one an example."""
+        servable = resolve(self.manager, request.model_spec)
+        key, _ = servable.signature(request.model_spec.signature_name, method)
+        fill_spec(response.model_spec, servable, key)
+        run = servable.classify if method == CLASSIFY else servable.regress
+        return run(key, serialized_examples(request.input))
+
     @_guarded
     def Classify(self, request, context):
-        servable = resolve(self.manager, request.model_spec)
-        key, _ = servable.signature(request.model_spec.signature_name, "tensorflow/serving/classify")
         response = classification_pb2.ClassificationResponse()
-        fill_spec(response.model_spec, servable, key)
-        for row in servable.classify(key, serialized_examples(request.input)):
+        for row in self._run_examples(request, CLASSIFY, response):
             classes = response.result.classifications.add()
             for label, score in row:
                 classes.classes.add(label=label, score=score)
@@ -96,11 +102,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     @_guarded
     def Regress(self, request, context):
-        servable = resolve(self.manager, request.model_spec)
-        key, _ = servable.signature(request.model_spec.signature_name, "tensorflow/serving/regress")
         response = regression_pb2.RegressionResponse()
-        fill_spec(response.model_spec, servable, key)
-        for value in servable.regress(key, serialized_examples(request.input)):
+        for value in self._run_examples(request, REGRESS, response):
             response.result.regressions.add(value=value)
         return response
 

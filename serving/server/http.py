@@ -353,25 +353,18 @@ def _models(args) -> list[ModelEntry]:
     return [ModelEntry(args.model_name, os.path.abspath(args.model_base_path))]
 
 
+def _options(args) -> ServerOptions:
+    """The flags' `ServerOptions`: each option's flag bears its name (TF Serving's), but for gRPC's `--port`,
+    where 0 means no gRPC."""
+    named = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServerOptions) if f.name != "grpc_port"}
+    return ServerOptions(grpc_port=args.port or None, **named)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         models = _models(args)
-        options = ServerOptions(rest_api_host=args.rest_api_host, rest_api_port=args.rest_api_port,
-                                grpc_port=args.port or None,
-                                file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
-                                enable_batching=args.enable_batching,
-                                enable_signature_method_name_check=args.enable_signature_method_name_check,
-                                max_request_bytes=args.max_request_bytes,
-                                rest_api_num_threads=args.rest_api_num_threads,
-                                rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
-                                max_instances_per_request=args.max_instances_per_request,
-                                max_new_tokens=args.max_new_tokens,
-                                rest_api_header_timeout_in_ms=args.rest_api_header_timeout_in_ms,
-                                rest_api_max_connections=args.rest_api_max_connections,
-                                rest_api_max_connections_per_client=args.rest_api_max_connections_per_client,
-                                rest_api_max_inflight_bytes=args.rest_api_max_inflight_bytes,
-                                max_elements_per_request=args.max_elements_per_request)
+        options = _options(args)
     except (OSError, ValueError) as e:  # a missing or wrong path, an option out of range: one line
         return exit_status(e if isinstance(e, UserError) else UserError(str(e)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

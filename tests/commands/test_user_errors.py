@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from commands.user_errors import OneLineParser, UserError, exit_status, user_error
-from tests.conftest import ROOT
+from commands.user_errors import OneLineParser, UserError, exit_status, run_to_summary, user_error
+from tests.conftest import ROOT, raised_from
 
 PRODUCT = ("commands", "preprocessing", "pipeline", "models", "serving", "downstream", "demo")
 
@@ -25,13 +25,7 @@ def test_the_status_is_two_unless_the_class_or_the_instance_says_another(capsys)
 
 
 def test_a_cause_keeps_its_status_and_a_workers_text_gets_its_classs(capsys):
-    try:
-        try:
-            raise Corrupt("cut short")
-        except Corrupt as inner:
-            raise RuntimeError("the pipeline failed") from inner
-    except RuntimeError as outer:
-        assert user_error(outer) == ("cut short", 3)
+    assert user_error(raised_from(Corrupt("cut short"), RuntimeError("the pipeline failed"))) == ("cut short", 3)
     text = ("Traceback (most recent call last):\n  ...\ntests.commands.test_user_errors.Corrupt: shard 3 is cut short"
             " [while running 'Read/ReadLines']\n")
     assert exit_status(RuntimeError(text)) == 3
@@ -80,3 +74,16 @@ def test_no_product_code_prints_an_error_line_but_the_one_path():
                     path = os.path.join(folder, name)
                     found += [f"{os.path.relpath(path, ROOT)}:{n}" for n in _error_prints(path)]
     assert [place.split(":")[0] for place in found] == ["commands/user_errors.py"], found  # exit_status's
+
+
+def test_run_to_summary_prints_the_summary_last_or_one_error_line(capsys):
+    assert run_to_summary(lambda: {"steps": 2}) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == '{"steps": 2}'
+
+    def refused():
+        raise Corrupt("shard 3 is cut short")
+
+    assert run_to_summary(refused) == 3
+    assert capsys.readouterr() == ("", "error: shard 3 is cut short\n")
+    with pytest.raises(KeyError):  # not a user error: its traceback is kept
+        run_to_summary(lambda: {}["x"])

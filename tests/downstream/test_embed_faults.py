@@ -4,7 +4,6 @@ a failed run's `.staging-*` folder goes with the next successful run; SIGTERM st
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import pytest
 
 from downstream import embed
 from tests.conftest import ROOT
+from tests.fixtures.stopping import alive, sigterm_when_ready
 
 FN_API = ["--runner", "FnApiRunner", "--progress_seconds", "0"]
 
@@ -74,23 +74,10 @@ def test_sigterm_stops_the_embed_workers_first(tiny_models, tmp_path):
                              "--input", str(big), "--output_dir", str(out), "--direct_num_workers", "2",
                              "--direct_running_mode", "multi_processing", "--progress_seconds", "0"], cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT), stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while len(descendants(proc.pid)) < 2:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "no workers"
-            time.sleep(0.1)
-        time.sleep(5)  # the workers load the module and start embedding
-        workers = descendants(proc.pid)
-        proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=300)[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    # settle: the workers load the module and start embedding
+    workers, err = sigterm_when_ready(proc, lambda: len(descendants(proc.pid)) >= 2, "workers", timeout=300,
+                                      settle=5)
     assert err.strip().splitlines()[-1] == "embed: stopped by signal 15; this run's shards were removed", err
-    assert "Traceback" not in err
-    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}") and
-                open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0] != b"Z"]
+    assert not [pid for pid in workers if alive(pid)]
     time.sleep(3)  # and nothing moved into place after the signal
     assert [n for n in os.listdir(out) if not n.startswith(".")] == []

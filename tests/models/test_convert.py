@@ -155,8 +155,28 @@ def reference_bert(t, cfg, ids, types, mask, positions):
     return {"sequence_output": x, "pooled_output": pooled, "mlm": mlm, "nsp": nsp}
 
 
-def _convert(*argv):
+def convert_cli(*argv) -> int:
+    """`python -m models.convert` with `argv` (paths as they are): its exit status."""
     return convert.main([str(a) for a in argv])
+
+
+def one_error_line(capsys) -> str:
+    """The one `error: ` line a refused command printed, without a traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _bert_batch():
+    """Two sequences of the tiny vocabulary, one padded, each of two segments, with three masked positions:
+    ids, mask, types, positions."""
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 40, (2, 7)).astype(np.int32)
+    mask = np.array([[1] * 7, [1] * 5 + [0] * 2], np.int32)
+    types = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4], np.int32)
+    positions = np.array([[1, 3, 6], [2, 3, 4]], np.int32)
+    return ids, mask, types, positions
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +189,7 @@ def hf_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def converted(hf_dir, tmp_path_factory):
     model_dir = str(tmp_path_factory.mktemp("md") / "bert")
-    assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], "--model_dir", model_dir,
+    assert convert_cli("--from", "hf_bert", "--checkpoint", hf_dir[0], "--model_dir", model_dir,
                     "--max_seq_length", 16, "--max_predictions_per_seq", 4) == 0
     return model_dir
 
@@ -180,7 +200,7 @@ def converted_tanh(hf_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tanh")
     (folder / "config.json").write_text(json.dumps({**TINY, "hidden_act": "gelu_new"}))
     model_dir = str(tmp_path_factory.mktemp("md") / "bert")
-    assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], "--config", folder / "config.json",
+    assert convert_cli("--from", "hf_bert", "--checkpoint", hf_dir[0], "--config", folder / "config.json",
                     "--model_dir", model_dir, "--max_seq_length", 16, "--max_predictions_per_seq", 4) == 0
     return model_dir
 
@@ -192,11 +212,7 @@ def test_hf_bert_converts_and_computes_berts_equations(hf_dir, converted):
     _, model, saved = families.load_model(converted)
     assert saved["preset"] == "converted" and saved["data"]["lower_case"] is True
     assert saved["data"]["train_data"].startswith("converted from ") and saved["model_config"].hidden_act == "gelu"
-    rng = np.random.default_rng(1)
-    ids = rng.integers(5, 40, (2, 7)).astype(np.int32)
-    mask = np.array([[1] * 7, [1] * 5 + [0] * 2], np.int32)
-    types = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4], np.int32)
-    positions = np.array([[1, 3, 6], [2, 3, 4]], np.int32)
+    ids, mask, types, positions = _bert_batch()
     ours = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
                   "masked_lm_positions": positions}, training=False)
     encoded = bert.encoder_of(model)({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
@@ -211,7 +227,7 @@ def test_hf_bert_converts_and_computes_berts_equations(hf_dir, converted):
 @pytest.mark.slow
 def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, converted_tanh, tmp_path, capsys):
     _, tensors = hf_dir
-    assert _convert("--to", "hf_bert", "--model_dir", converted, "--output", tmp_path / "hf") == 0
+    assert convert_cli("--to", "hf_bert", "--model_dir", converted, "--output", tmp_path / "hf") == 0
     from safetensors.numpy import load_file
     written = load_file(str(tmp_path / "hf" / "model.safetensors"))
     expected = {k: v for k, v in tensors.items() if k not in ("bert.embeddings.position_ids",
@@ -223,11 +239,11 @@ def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, con
         assert json.load(f)["tie_word_embeddings"] is True
 
     # google-research's gelu is the tanh approximation: an exact-GELU model is refused, not approximated
-    assert _convert("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "refused") == 2
+    assert convert_cli("--to", "bert_tf1", "--model_dir", converted, "--output", tmp_path / "refused") == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "hidden_act='gelu'" in line and "tanh approximation" in line, line
     assert not os.path.exists(tmp_path / "refused")
-    assert _convert("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
+    assert convert_cli("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
     reader = tf.train.load_checkpoint(str(tmp_path / "tf1" / "bert_model.ckpt"))
     shapes = reader.get_variable_to_shape_map()
     assert shapes["bert/embeddings/word_embeddings"] == [40, 8]
@@ -247,7 +263,7 @@ def test_round_trips_through_hf_and_tf1_keep_every_weight(hf_dir, converted, con
                                 ("bert_tf1", converted_tanh, tmp_path / "tf1")):
         before = read_weights(families.load_model(source)[1])
         again = str(tmp_path / f"back_{fmt}")
-        assert _convert("--from", fmt, "--checkpoint", folder, "--model_dir", again) == 0
+        assert convert_cli("--from", fmt, "--checkpoint", folder, "--model_dir", again) == 0
         after = read_weights(families.load_model(again)[1])
         assert sorted(after) == sorted(before)
         for path in before:
@@ -260,21 +276,17 @@ def test_untied_hf_checkpoint_imports_into_an_untied_model_and_back(tmp_path):
     cfg = {**TINY, "tie_word_embeddings": False}
     tensors = hf_bert_tensors(cfg, seed=3, tied=False)
     folder = write_hf(tmp_path / "hf", tensors, cfg, tiny_vocabulary(40))
-    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 0
+    assert convert_cli("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 0
     _, model, saved = families.load_model(str(tmp_path / "md"))
     assert saved["model_config"].tie_output is False
-    rng = np.random.default_rng(1)
-    ids = rng.integers(5, 40, (2, 7)).astype(np.int32)
-    mask = np.array([[1] * 7, [1] * 5 + [0] * 2], np.int32)
-    types = np.array([[0] * 4 + [1] * 3, [0] * 3 + [1] * 4], np.int32)
-    positions = np.array([[1, 3, 6], [2, 3, 4]], np.int32)
+    ids, mask, types, positions = _bert_batch()
     ours = model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
                   "masked_lm_positions": positions}, training=False)
     ref = reference_bert(tensors, cfg, ids, types, mask, positions)  # the decoder's own matrix, not the embeddings
     np.testing.assert_allclose(ours["mlm"], ref["mlm"], atol=1e-4)
     np.testing.assert_allclose(ours["nsp"], ref["nsp"], atol=1e-5)
 
-    assert _convert("--to", "hf_bert", "--model_dir", tmp_path / "md", "--output", tmp_path / "back") == 0
+    assert convert_cli("--to", "hf_bert", "--model_dir", tmp_path / "md", "--output", tmp_path / "back") == 0
     from safetensors.numpy import load_file
     written = load_file(str(tmp_path / "back" / "model.safetensors"))
     expected = {k: v for k, v in tensors.items() if k != "bert.embeddings.position_ids"}
@@ -288,14 +300,14 @@ def test_untied_hf_checkpoint_imports_into_an_untied_model_and_back(tmp_path):
 def test_a_decoder_that_differs_from_a_tied_config_is_refused(tmp_path, capsys):
     tensors = hf_bert_tensors(TINY, seed=4, tied=False)  # its own decoder, but TINY says nothing: tied
     folder = write_hf(tmp_path / "hf", tensors, TINY, tiny_vocabulary(40))
-    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 2
+    assert convert_cli("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md") == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "cls.predictions.decoder.weight differs from the word embeddings" in line
     assert '"tie_word_embeddings": false' in line
     cfg = {**TINY, "tie_word_embeddings": False}
     tensors["cls.predictions.decoder.bias"] = tensors["cls.predictions.bias"] + 1.0
     folder = write_hf(tmp_path / "hf2", tensors, cfg, tiny_vocabulary(40))
-    assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md2") == 2
+    assert convert_cli("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / "md2") == 2
     assert "cls.predictions.decoder.bias differs from cls.predictions.bias" in _one_error_line(capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "md") and not os.path.exists(tmp_path / "md2")
 
@@ -328,7 +340,7 @@ def test_tf1_checkpoint_with_optimizer_slots_loads_and_headless_hf_keeps_fresh_h
     with open(folder / "bert_config.json", "w") as f:
         json.dump(config, f)
     tiny_vocabulary(40).write(str(folder / "vocab.txt"))
-    assert _convert("--from", "bert_tf1", "--checkpoint", folder / "bert_model.ckpt", "--model_dir",
+    assert convert_cli("--from", "bert_tf1", "--checkpoint", folder / "bert_model.ckpt", "--model_dir",
                     tmp_path / "md") == 0
     weights = read_weights(families.load_model(str(tmp_path / "md"))[1])
     np.testing.assert_array_equal(weights["nsp_head/kernel"], tensors["cls.seq_relationship.weight"].T)
@@ -338,7 +350,7 @@ def test_tf1_checkpoint_with_optimizer_slots_loads_and_headless_hf_keeps_fresh_h
     headless = {k[len("bert."):]: v for k, v in tensors.items() if k.startswith("bert.")}  # BertModel's names
     write_hf(tmp_path / "headless", headless, TINY, tiny_vocabulary(40))
     capsys.readouterr()
-    assert _convert("--from", "hf_bert", "--checkpoint", tmp_path / "headless", "--model_dir", tmp_path / "h") == 0
+    assert convert_cli("--from", "hf_bert", "--checkpoint", tmp_path / "headless", "--model_dir", tmp_path / "h") == 0
     assert "freshly initialised: mlm, nsp" in capsys.readouterr().err
     weights = read_weights(families.load_model(str(tmp_path / "h"))[1])
     np.testing.assert_array_equal(weights["pooled_dense/kernel"], tensors["bert.pooler.dense.weight"].T)
@@ -348,7 +360,7 @@ def test_bad_input_fails_with_the_reason(hf_dir, tmp_path, capsys):
     folder, tensors = hf_dir
 
     def error(*argv):
-        assert _convert(*argv) == 2
+        assert convert_cli(*argv) == 2
         return capsys.readouterr().err
 
     wide = tmp_path / "wide.json"
@@ -498,7 +510,7 @@ def write_bilm_tf(folder, weights: dict, options: dict, vocab) -> str:
 def test_bilm_tf_hdf5_loads_and_computes_bilm_tfs_equations(tmp_path, capsys):
     weights = bilm_tf_weights(BILM_OPTIONS)
     path = write_bilm_tf(tmp_path / "elmo", weights, BILM_OPTIONS, tiny_vocabulary(40))
-    assert _convert("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "md") == 0
+    assert convert_cli("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "md") == 0
     assert "freshly initialised: softmax" in capsys.readouterr().err  # bilm-tf's dump_weights leaves it out
     _, model, saved = families.load_model(str(tmp_path / "md"))
     assert saved["model_config"].cell_size == 12 and saved["data"]["max_seq_length"] == 8
@@ -512,7 +524,7 @@ def test_bilm_tf_hdf5_loads_and_computes_bilm_tfs_equations(tmp_path, capsys):
     np.testing.assert_allclose(out["lstm_outputs1"], layers[0], atol=1e-4)
     np.testing.assert_allclose(out["lstm_outputs2"], layers[1], atol=1e-4)
 
-    assert _convert("--to", "bilm_hdf5", "--model_dir", tmp_path / "md", "--output", tmp_path / "back") == 0
+    assert convert_cli("--to", "bilm_hdf5", "--model_dir", tmp_path / "md", "--output", tmp_path / "back") == 0
     with h5py.File(tmp_path / "back" / "weights.hdf5", "r") as f:
         for name, value in weights.items():
             np.testing.assert_array_equal(f[name][...], value, err_msg=name)
@@ -520,7 +532,7 @@ def test_bilm_tf_hdf5_loads_and_computes_bilm_tfs_equations(tmp_path, capsys):
     with open(tmp_path / "back" / "options.json") as f:
         options = json.load(f)
     assert options["lstm"] == BILM_OPTIONS["lstm"] and options["char_cnn"]["filters"] == [[1, 4], [2, 6]]
-    assert _convert("--from", "bilm_hdf5", "--checkpoint", tmp_path / "back", "--model_dir", tmp_path / "md2") == 0
+    assert convert_cli("--from", "bilm_hdf5", "--checkpoint", tmp_path / "back", "--model_dir", tmp_path / "md2") == 0
     first, second = (read_weights(families.load_model(str(tmp_path / d))[1]) for d in ("md", "md2"))
     for name in first:  # the softmax too, this time
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
@@ -531,11 +543,11 @@ def test_bilm_tf_bad_input(tmp_path, capsys):
     path = write_bilm_tf(tmp_path / "elmo", weights, BILM_OPTIONS, tiny_vocabulary(40))
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({**BILM_OPTIONS, "lstm": {**BILM_OPTIONS["lstm"], "dim": 16}}))
-    assert _convert("--from", "bilm_hdf5", "--checkpoint", path, "--config", wrong, "--model_dir", tmp_path / "a") == 2
+    assert convert_cli("--from", "bilm_hdf5", "--checkpoint", path, "--config", wrong, "--model_dir", tmp_path / "a") == 2
     err = capsys.readouterr().err
     assert "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0" in err and "[12, 48]" in err and "[12, 64]" in err
     os.remove(tmp_path / "elmo" / "options.json")
-    assert _convert("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "b") == 2
+    assert convert_cli("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "b") == 2
     assert "bilm-tf options not found" in capsys.readouterr().err
 
 
@@ -559,19 +571,19 @@ def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted_tanh, t
         folder = tmp_path / f"hf_{garbage}"
         shutil.copytree(hf_dir[0], folder)
         _cut(folder / "model.safetensors", keep=0.6, garbage=garbage)
-        assert _convert("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / f"m_{garbage}") == 2
+        assert convert_cli("--from", "hf_bert", "--checkpoint", folder, "--model_dir", tmp_path / f"m_{garbage}") == 2
         line = _one_error_line(capsys.readouterr().err)
         assert f"cannot read the checkpoint file {folder / 'model.safetensors'}" in line, line
         assert not os.path.exists(tmp_path / f"m_{garbage}")
-    assert _convert("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
+    assert convert_cli("--to", "bert_tf1", "--model_dir", converted_tanh, "--output", tmp_path / "tf1") == 0
     capsys.readouterr()
     data = tmp_path / "tf1" / "bert_model.ckpt.data-00000-of-00001"
     _cut(data, keep=0.5)
-    assert _convert("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
+    assert convert_cli("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "cannot read the checkpoint file" in line and "bert_model.ckpt" in line, line
     _cut(tmp_path / "tf1" / "bert_model.ckpt.index", garbage=True)
-    assert _convert("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
+    assert convert_cli("--from", "bert_tf1", "--checkpoint", tmp_path / "tf1", "--model_dir", tmp_path / "t") == 2
     assert "bert_model.ckpt.index" in _one_error_line(capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "t")
 
@@ -579,7 +591,7 @@ def test_unreadable_or_truncated_checkpoints_are_named(hf_dir, converted_tanh, t
 def test_truncated_bilm_tf_hdf5_is_named(tmp_path, capsys):
     path = write_bilm_tf(tmp_path / "elmo", bilm_tf_weights(BILM_OPTIONS), BILM_OPTIONS, tiny_vocabulary(40))
     _cut(path, keep=0.7)
-    assert _convert("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "m") == 2
+    assert convert_cli("--from", "bilm_hdf5", "--checkpoint", path, "--model_dir", tmp_path / "m") == 2
     assert f"cannot read the checkpoint file {path}" in _one_error_line(capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "m")
 
@@ -591,7 +603,7 @@ def test_convert_parameters_are_range_checked(hf_dir, tmp_path, capsys):
                            (["--max_seq_length", "8", "--max_predictions_per_seq", "9", "--model_dir",
                              tmp_path / "m"], "--max_predictions_per_seq 9 is out of range; allowed: [1, 8]"),
                            (["--model_dir", a_file], f"--model_dir {a_file} is a file")]:
-        assert _convert("--from", "hf_bert", "--checkpoint", hf_dir[0], *extra) == 2
+        assert convert_cli("--from", "hf_bert", "--checkpoint", hf_dir[0], *extra) == 2
         assert message in _one_error_line(capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "m")
 
@@ -614,7 +626,7 @@ def test_real_minilm_equals_huggingface_and_its_export(tmp_path):
 
     source = fetch_minilm(PROJECT_CACHE)
     model_dir = str(tmp_path / "minilm")
-    assert _convert("--from", "hf_bert", "--checkpoint", source, "--model_dir", model_dir) == 0
+    assert convert_cli("--from", "hf_bert", "--checkpoint", source, "--model_dir", model_dir) == 0
     texts = _sentences()
     tokenizer = transformers.BertTokenizer.from_pretrained(source)
     reference = transformers.BertModel.from_pretrained(source).eval()
@@ -641,12 +653,12 @@ def test_real_minilm_equals_huggingface_and_its_export(tmp_path):
     assert np.abs(served - expected)[real].max() < 1e-4
 
     out = str(tmp_path / "hf_again")  # and back: HuggingFace loads what --to hf_bert writes
-    assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 0
+    assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 0
     again, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
     with torch.no_grad():
         hidden = again.eval().bert(**{k: torch.tensor(v) for k, v in batch.items()}).last_hidden_state.numpy()
     assert np.abs(hidden - expected)[real].max() < 1e-5
     # keras-hub's BertBackbone has only the tanh GELU: MiniLM's exact one is refused, not approximated
-    assert _convert("--to", "keras_hub", "--model_dir", model_dir, "--output", tmp_path / "kh") == 2
+    assert convert_cli("--to", "keras_hub", "--model_dir", model_dir, "--output", tmp_path / "kh") == 2
     assert not os.path.exists(tmp_path / "kh")

@@ -18,7 +18,7 @@ from models.convert.common import read_weights
 from serving.export.cli import SAMPLE_TEXTS
 from tests.fixtures.tiny_models import VOCAB_TEXTS
 from tests.fixtures.training import text_vocabulary, tiny_vocabulary
-from tests.models.test_convert import random_model_dir
+from tests.models.test_convert import one_error_line, random_model_dir
 
 SIZE = {"num_layers": 2, "hidden_size": 16, "num_heads": 4, "intermediate_size": 64, "max_position_embeddings": 48}
 
@@ -26,13 +26,6 @@ SIZE = {"num_layers": 2, "hidden_size": 16, "num_heads": 4, "intermediate_size":
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def _error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.mark.slow
@@ -101,7 +94,7 @@ def test_shapes_openai_gpt_cannot_hold_are_refused_and_bad_sources_named(tmp_pat
     demo_gpt = random_model_dir(tmp_path / "gpt_tiny", "gpt", **gpt.PRESETS["gpt_tiny"])  # the demo's shape
     out = tmp_path / "out"
     assert convert.main(["--to", "hf_gpt", "--model_dir", demo_gpt, "--output", str(out)]) == 2
-    line = _error_line(capsys)
+    line = one_error_line(capsys)
     assert "output_bias=True" in line and "lm_head has no bias" in line, line
     assert not out.exists()
 
@@ -114,7 +107,7 @@ def test_shapes_openai_gpt_cannot_hold_are_refused_and_bad_sources_named(tmp_pat
     (folder / "vocab.json").write_text("{}")
     (folder / "merges.txt").write_text("#version: 0.2\n")
     assert convert.main(["--from", "hf_gpt", "--checkpoint", str(folder), "--model_dir", str(tmp_path / "a")]) == 2
-    line = _error_line(capsys)
+    line = one_error_line(capsys)
     assert "BPE vocabulary" in line and "--vocab" in line and "40 entries" in line, line
     tiny_vocabulary(40).write(str(tmp_path / "vocab.txt"))
     assert convert.main(["--from", "hf_gpt", "--checkpoint", str(folder), "--vocab", str(tmp_path / "vocab.txt"),
@@ -123,5 +116,5 @@ def test_shapes_openai_gpt_cannot_hold_are_refused_and_bad_sources_named(tmp_pat
     (folder / "config.json").write_text((folder / "config.json").read_text().replace('"n_layer": 1', '"n_layer": 2'))
     assert convert.main(["--from", "hf_gpt", "--checkpoint", str(folder), "--vocab", str(tmp_path / "vocab.txt"),
                          "--model_dir", str(tmp_path / "c")]) == 2
-    assert "lacks transformer.h.1.attn.c_attn.weight" in _error_line(capsys)
+    assert "lacks transformer.h.1.attn.c_attn.weight" in one_error_line(capsys)
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()

@@ -20,16 +20,9 @@ from models.convert.common import read_weights
 from models.training import train
 from tests.fixtures.tiny_models import VOCAB_TEXTS
 from tests.fixtures.training import tiny_vocabulary, write_dataset
-from tests.models.test_convert import random_model_dir
+from tests.models.test_convert import one_error_line, random_model_dir
 
 ACCENTED = ["Naïve café owners", "THE RIVER BANK"]  # accents stripped and lower-cased, as our uncased tokenizer
-
-
-def _error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +124,13 @@ def test_keras_hub_import_refuses_what_is_not_a_bert_backbone_preset(tmp_path, c
 
     hf = write_hf(tmp_path / "hf", hf_bert_tensors(TINY), TINY, tiny_vocabulary(40))
     assert convert.main(["--from", "keras_hub", "--checkpoint", hf, "--model_dir", str(tmp_path / "a")]) == 2
-    assert "HuggingFace folder, not a keras-hub preset: use --from hf_bert" in _error_line(capsys)
+    assert "HuggingFace folder, not a keras-hub preset: use --from hf_bert" in one_error_line(capsys)
     other = tmp_path / "gpt2"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"class_name": "GPT2Backbone", "config": {},
                                                    "registered_name": "keras_hub>GPT2Backbone"}))
     assert convert.main(["--from", "keras_hub", "--checkpoint", str(other), "--model_dir", str(tmp_path / "b")]) == 2
-    assert "holds a GPT2Backbone preset; --from keras_hub reads BertBackbone only" in _error_line(capsys)
+    assert "holds a GPT2Backbone preset; --from keras_hub reads BertBackbone only" in one_error_line(capsys)
 
     source = random_model_dir(tmp_path / "md", "bert", num_layers=1, hidden_size=8, num_heads=2, intermediate_size=16)
     cut = str(tmp_path / "cut")
@@ -148,6 +141,6 @@ def test_keras_hub_import_refuses_what_is_not_a_bert_backbone_preset(tmp_path, c
         f.write(raw[:len(raw) // 2])
     capsys.readouterr()
     assert convert.main(["--from", "keras_hub", "--checkpoint", cut, "--model_dir", str(tmp_path / "c")]) == 2
-    assert f"cannot read the checkpoint file {weights}" in _error_line(capsys)
+    assert f"cannot read the checkpoint file {weights}" in one_error_line(capsys)
     for name in "abc":
         assert not os.path.exists(tmp_path / name)

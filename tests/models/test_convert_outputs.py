@@ -11,19 +11,7 @@ import os
 import pytest
 
 from models import families
-from models.convert import cli as convert
-from tests.models.test_convert import random_model_dir
-
-
-def _convert(*argv) -> int:
-    return convert.main([str(a) for a in argv])
-
-
-def _error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+from tests.models.test_convert import convert_cli, one_error_line, random_model_dir
 
 
 def _tree(root) -> dict:
@@ -52,7 +40,7 @@ def written(model_dir, tmp_path_factory):
     out = {}
     for fmt in ("hf_bert", "keras_hub"):
         out[fmt] = str(root / fmt)
-        assert _convert("--to", fmt, "--model_dir", model_dir, "--output", out[fmt]) == 0
+        assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", out[fmt]) == 0
     return out
 
 
@@ -60,8 +48,8 @@ def written(model_dir, tmp_path_factory):
 def test_output_equal_to_model_dir_is_refused_and_the_run_stays_a_model_dir(model_dir, fmt, capsys):
     before = _tree(model_dir)
     for more in ([], ["--overwrite"]):
-        assert _convert("--to", fmt, "--model_dir", model_dir, "--output", model_dir, *more) == 2
-        line = _error_line(capsys)
+        assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", model_dir, *more) == 2
+        line = one_error_line(capsys)
         assert line.startswith(f"error: --output {model_dir} holds a training model_dir of models.training.train "
                                f"(config.json, checkpoint), not a models.convert --to {fmt} run: give another "
                                f"--output"), line
@@ -83,8 +71,8 @@ def test_an_export_a_preset_or_another_formats_output_is_refused_naming_it(model
     for fmt, output, held in cases:
         before = _tree(output)
         for more in ([], ["--overwrite"]):
-            assert _convert("--to", fmt, "--model_dir", model_dir, "--output", output, *more) == 2
-            line = _error_line(capsys)
+            assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", output, *more) == 2
+            line = one_error_line(capsys)
             assert line.startswith(f"error: --output {output} holds {held}"), line
             assert f"not a models.convert --to {fmt} run: give another --output" in line, line
             assert ("--overwrite replaces only an earlier" in line) == bool(more), line
@@ -93,19 +81,19 @@ def test_an_export_a_preset_or_another_formats_output_is_refused_naming_it(model
 
 def test_an_earlier_output_of_its_format_is_replaced_only_with_overwrite(model_dir, tmp_path, capsys):
     out = tmp_path / "hf"
-    assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 0
+    assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 0
     (out / "notes.txt").write_text("mine\n")
     (out / ".convert-staging-0123456789ab").mkdir()  # what a killed run leaves
     before = _tree(out)
     capsys.readouterr()
-    assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 2
-    assert _error_line(capsys) == (f"error: --output {out} already holds a HuggingFace BERT checkpoint (config.json, "
+    assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", out) == 2
+    assert one_error_line(capsys) == (f"error: --output {out} already holds a HuggingFace BERT checkpoint (config.json, "
                                    f"model.safetensors, tokenizer_config.json, ...): pass --overwrite to replace it, "
                                    f"or use another --output")
     assert _tree(out) == before
     config = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, "old": 1}))
-    assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", out, "--overwrite") == 0
+    assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", out, "--overwrite") == 0
     assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "notes.txt", "tokenizer_config.json",
                                        "vocab.txt"]  # the user's file stays, the staging folder went
     assert "old" not in json.loads((out / "config.json").read_text())  # written anew
@@ -117,8 +105,8 @@ def test_a_file_it_did_not_write_is_never_replaced(model_dir, tmp_path, capsys):
     out.mkdir()
     (out / "vocab.txt").write_text("my own words\n")
     for more in ([], ["--overwrite"]):
-        assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", out, *more) == 2
-        assert _error_line(capsys) == (f"error: --output {out} has vocab.txt, which no earlier --to hf_bert output "
+        assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", out, *more) == 2
+        assert one_error_line(capsys) == (f"error: --output {out} has vocab.txt, which no earlier --to hf_bert output "
                                        f"wrote: --to hf_bert never replaces a file it did not write; give another "
                                        f"--output, or move vocab.txt away")
     assert os.listdir(out) == ["vocab.txt"] and (out / "vocab.txt").read_text() == "my own words\n"
@@ -129,18 +117,18 @@ def test_from_never_writes_a_model_dir_over_another_kind_of_output(written, caps
     for fmt, folder, held in (("hf_bert", written["hf_bert"], "a HuggingFace BERT checkpoint in the hf_bert format"),
                               ("keras_hub", written["keras_hub"], "a keras-hub preset in the keras_hub format")):
         before = _tree(folder)
-        assert _convert("--from", fmt, "--checkpoint", folder, "--model_dir", folder) == 2
-        line = _error_line(capsys)
+        assert convert_cli("--from", fmt, "--checkpoint", folder, "--model_dir", folder) == 2
+        line = one_error_line(capsys)
         assert line.startswith(f"error: --model_dir {folder} holds {held} (config.json, "), line
         assert line.endswith("not a model_dir: give another --model_dir"), line
         assert _tree(folder) == before
 
 
 def test_flags_of_the_other_direction_are_refused(model_dir, written, tmp_path, capsys):
-    assert _convert("--from", "hf_bert", "--checkpoint", written["hf_bert"], "--model_dir", tmp_path / "a",
+    assert convert_cli("--from", "hf_bert", "--checkpoint", written["hf_bert"], "--model_dir", tmp_path / "a",
                     "--overwrite") == 2
-    assert "--overwrite is for --to" in _error_line(capsys)
-    assert _convert("--to", "hf_bert", "--model_dir", model_dir, "--output", tmp_path / "b",
+    assert "--overwrite is for --to" in one_error_line(capsys)
+    assert convert_cli("--to", "hf_bert", "--model_dir", model_dir, "--output", tmp_path / "b",
                     "--allow_vocab_change") == 2
-    assert "--allow_vocab_change is for --from" in _error_line(capsys)
+    assert "--allow_vocab_change is for --from" in one_error_line(capsys)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

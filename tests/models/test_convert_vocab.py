@@ -10,21 +10,9 @@ import numpy as np
 import pytest
 
 from models import families
-from models.convert import cli as convert
 from preprocessing.vocabulary import Vocabulary
 from tests.fixtures.training import tiny_vocabulary
-from tests.models.test_convert import TINY, hf_bert_tensors, random_model_dir, write_hf
-
-
-def _convert(*argv) -> int:
-    return convert.main([str(a) for a in argv])
-
-
-def _error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+from tests.models.test_convert import TINY, convert_cli, hf_bert_tensors, one_error_line, random_model_dir, write_hf
 
 
 def _shuffled(vocab: Vocabulary, path) -> tuple[str, int]:
@@ -44,14 +32,14 @@ def test_a_shuffled_vocab_is_refused_unless_the_change_is_allowed(hf, tmp_path, 
     own = Vocabulary.from_file(os.path.join(hf, "vocab.txt"))
     shuffled, moved = _shuffled(own, tmp_path / "shuffled.txt")
     assert 0 < moved <= len(own)
-    assert _convert("--from", "hf_bert", "--checkpoint", hf, "--vocab", shuffled, "--model_dir", tmp_path / "a") == 2
-    line = _error_line(capsys)
+    assert convert_cli("--from", "hf_bert", "--checkpoint", hf, "--vocab", shuffled, "--model_dir", tmp_path / "a") == 2
+    line = one_error_line(capsys)
     assert line.startswith(f"error: --vocab {shuffled} differs from the checkpoint's own vocabulary "
                            f"{os.path.join(hf, 'vocab.txt')} in {moved} of {len(own)} lines"), line
     assert "--allow_vocab_change" in line
     assert not (tmp_path / "a").exists()
 
-    assert _convert("--from", "hf_bert", "--checkpoint", hf, "--vocab", shuffled, "--model_dir", tmp_path / "b",
+    assert convert_cli("--from", "hf_bert", "--checkpoint", hf, "--vocab", shuffled, "--model_dir", tmp_path / "b",
                     "--allow_vocab_change") == 0
     err = capsys.readouterr().err
     assert f"differs from the checkpoint's own {os.path.join(hf, 'vocab.txt')} in {moved} lines" in err, err
@@ -61,7 +49,7 @@ def test_a_shuffled_vocab_is_refused_unless_the_change_is_allowed(hf, tmp_path, 
 
     same = tmp_path / "copy.txt"  # the same lines from another file: nothing to say
     same.write_text(own.to_text())
-    assert _convert("--from", "hf_bert", "--checkpoint", hf, "--vocab", same, "--model_dir", tmp_path / "c") == 0
+    assert convert_cli("--from", "hf_bert", "--checkpoint", hf, "--vocab", same, "--model_dir", tmp_path / "c") == 0
     assert "vocabulary" not in capsys.readouterr().err
     assert families.read_config(str(tmp_path / "c"))["data"]["vocab_check"].startswith("the checkpoint's own")
 
@@ -69,13 +57,13 @@ def test_a_shuffled_vocab_is_refused_unless_the_change_is_allowed(hf, tmp_path, 
 def test_a_keras_hub_presets_own_vocabulary_is_checked_too(tmp_path, capsys):
     source = random_model_dir(tmp_path / "md", "bert", num_layers=1, hidden_size=8, num_heads=2, intermediate_size=16)
     preset = tmp_path / "preset"
-    assert _convert("--to", "keras_hub", "--model_dir", source, "--output", preset) == 0
+    assert convert_cli("--to", "keras_hub", "--model_dir", source, "--output", preset) == 0
     capsys.readouterr()
     own = preset / "assets" / "tokenizer" / "vocabulary.txt"
     shuffled, moved = _shuffled(Vocabulary.from_file(str(own)), tmp_path / "shuffled.txt")
-    assert _convert("--from", "keras_hub", "--checkpoint", preset, "--vocab", shuffled, "--model_dir",
+    assert convert_cli("--from", "keras_hub", "--checkpoint", preset, "--vocab", shuffled, "--model_dir",
                     tmp_path / "a") == 2
-    line = _error_line(capsys)
+    line = one_error_line(capsys)
     assert f"differs from the checkpoint's own vocabulary {own} in {moved} of 40 lines" in line, line
     assert not (tmp_path / "a").exists()
 
@@ -88,7 +76,7 @@ def test_a_vocab_nothing_can_check_is_named_and_recorded(hf, tmp_path, capsys):
         os.symlink(os.path.join(hf, name), bare / name)
     vocab, _ = _shuffled(tiny_vocabulary(40), tmp_path / "given.txt")
     sha = Vocabulary.from_file(vocab).sha256
-    assert _convert("--from", "hf_bert", "--checkpoint", bare, "--vocab", vocab, "--model_dir", tmp_path / "m") == 0
+    assert convert_cli("--from", "hf_bert", "--checkpoint", bare, "--vocab", vocab, "--model_dir", tmp_path / "m") == 0
     err = capsys.readouterr().err
     assert (f"vocabulary {vocab} (sha256 {sha[:12]}, 40 entries), from --vocab: the checkpoint has no vocabulary of "
             f"its own to check it against") in err, err

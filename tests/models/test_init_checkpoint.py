@@ -11,7 +11,7 @@ import tensorflow as tf
 from models import families
 from models.training import train
 from models.training.trainer import Trainer
-from tests.fixtures.training import write_dataset
+from tests.fixtures.training import train_tiny, write_dataset
 
 FAST = ["--set", "warmup_steps=1", "--set", "log_every=1", "--set", "checkpoint_every=2", "--set", "batch_size=8",
         "--set", "steps_per_execution=1", "--set", "jit_compile=false"]
@@ -20,12 +20,7 @@ FAST = ["--set", "warmup_steps=1", "--set", "log_every=1", "--set", "checkpoint_
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     """A briefly trained tiny BERT model_dir and its data."""
-    root = tmp_path_factory.mktemp("init")
-    data = write_dataset(str(root / "data"), "bert")
-    model_dir = str(root / "source")
-    assert train.main(["--model", "bert", "--preset", "bert_tiny", "--train_data", data, "--model_dir", model_dir,
-                       "--set", "train_steps=2", *FAST]) == 0
-    return {"data": data, "model_dir": model_dir, "root": root}
+    return train_tiny(tmp_path_factory.mktemp("init"), "bert", "--set", "train_steps=2", *FAST)
 
 
 @pytest.mark.slow

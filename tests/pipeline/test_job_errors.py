@@ -11,7 +11,7 @@ import pytest
 from pipeline import pretraining_data, vocab as vocab_job
 from pipeline.corpus_io import InputFileError
 from commands.user_errors import UserError, check_range, user_message
-from tests.conftest import ROOT
+from tests.conftest import ROOT, raised_from
 
 CORPUS = "The cat sat on the mat.\nIt was a sunny day.\n\nBirds sang loudly overhead!\nThen the rain came.\n" * 4
 
@@ -136,13 +136,7 @@ def test_user_message_finds_the_innermost_user_error_in_a_workers_text():
             "During handling ...\nRuntimeError: pipeline failed [while running 'Read/ReadLines']")
     assert user_message(RuntimeError(text)) == "the file x is gone"
     assert user_message(RuntimeError("KeyError: 'x'")) is None  # an internal bug keeps its traceback
-    try:
-        try:
-            raise InputFileError("inner")
-        except InputFileError as e:
-            raise RuntimeError("wrapped") from e
-    except RuntimeError as e:
-        assert user_message(e) == "inner"
+    assert user_message(raised_from(InputFileError("inner"), RuntimeError("wrapped"))) == "inner"
     with pytest.raises(UserError, match=r"--x 1.5 is out of range; allowed: \(0, 1\)"):
         check_range("--x", 1.5, 0, 1, low_open=True, high_open=True)
 

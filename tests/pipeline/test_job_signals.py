@@ -2,10 +2,8 @@
 corpus is warned about (NSP); over-long lines are reported as skipped, with their line numbers."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -13,22 +11,13 @@ from pipeline import dataset_metadata
 from pipeline.termination import descendants
 from preprocessing.metadata import DatasetMetadata
 from tests.conftest import ROOT
+from tests.fixtures.stopping import alive, sigterm_when_ready, wait_for
 from tests.pipeline.test_pretraining_data_job import SENTENCES, run_job as _run_job
 
 
 def run_job(corpus, vocab, out, *extra):
     model = [] if "--model" in extra else ["--model", "bert"]
     return _run_job(corpus, vocab, out, *model, *extra)
-
-
-def _wait_for(condition, what: str, timeout: float = 600.0, proc=None):
-    """Polls `condition` until true; fails naming `what` after `timeout` s or when `proc` ended first."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the job ended (status {proc.returncode}) before {what}: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.1)
 
 
 @pytest.mark.slow
@@ -42,29 +31,12 @@ def test_sigterm_stops_the_workers_and_leaves_no_output(bert_vocab_path, tmp_pat
                              str(corpus), "--vocab", bert_vocab_path, "--output_dir", str(out), "--num_shards", "4",
                              "--direct_num_workers", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=ROOT))
-    try:
-        # the job is running once its vocab.txt is written and its local workers have started
-        _wait_for(lambda: (out / "vocab.txt").exists() and descendants(proc.pid), "running workers", proc=proc)
-        workers = descendants(proc.pid)
-        proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=600)[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    # the job is running once its vocab.txt is written and its local workers have started
+    workers, err = sigterm_when_ready(proc, lambda: (out / "vocab.txt").exists() and descendants(proc.pid),
+                                      "running workers")
     assert "stopped by signal 15; this run's output was removed" in err.strip().splitlines()[-1]
-    assert "Traceback" not in err
-    _wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in workers), "workers gone",
-              timeout=120)
+    wait_for(lambda: not any(alive(pid) for pid in workers), "workers gone", timeout=120)
     assert sorted(os.listdir(out)) == ["notes.txt"]  # no shard, no .incomplete, no vocab.txt, no metadata
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.slow

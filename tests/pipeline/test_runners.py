@@ -30,16 +30,21 @@ JOBS = {"bert": ["--max_seq_length", "32", "--max_predictions_per_seq", "5", "--
         "bilm": ["--max_seq_length", "6", "--num_shards", "2"]}
 
 
+def _corpus_files(base, files: int, documents: int, sentences: tuple[int, int], extra: dict | None = None) -> str:
+    """`files` files in `base` of `documents` documents of SENTENCES drawn at random (`sentences`: the fewest
+    and most per document), file f followed by the bytes `extra[f]`; -> their glob pattern."""
+    rng = random.Random(0)
+    for f in range(files):
+        docs = ["\n".join(rng.choice(SENTENCES) for _ in range(rng.randint(*sentences))) for _ in range(documents)]
+        (base / f"part{f}.txt").write_bytes("\n\n".join(docs).encode() + b"\n" + (extra or {}).get(f, b""))
+    return str(base / "part*.txt")
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """Four small files (the Dask runner's parallelism is over files), one bad byte, one empty document."""
-    base = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    for f in range(4):
-        docs = ["\n".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6))) for _ in range(12)]
-        extra = b"\n\n\n\nA line with \xff bad bytes.\n" if f == 1 else b""
-        (base / f"part{f}.txt").write_bytes("\n\n".join(docs).encode() + b"\n" + extra)
-    return str(base / "part*.txt")
+    return _corpus_files(tmp_path_factory.mktemp("corpus"), 4, 12, (1, 6),
+                         extra={1: b"\n\n\n\nA line with \xff bad bytes.\n"})
 
 
 def run_vocab(corpus, out_dir, runner_args):
@@ -116,12 +121,7 @@ def test_dask_threads_gpt_and_bilm(corpus, reference, tmp_path):
 @pytest.fixture(scope="module")
 def many_files(tmp_path_factory):
     """16 files of three documents: four times the partitions of `corpus`, and documents for several buckets."""
-    base = tmp_path_factory.mktemp("many_files")
-    rng = random.Random(0)
-    for f in range(16):
-        docs = ["\n".join(rng.choice(SENTENCES) for _ in range(rng.randint(2, 6))) for _ in range(3)]
-        (base / f"part{f}.txt").write_text("\n\n".join(docs) + "\n")
-    return str(base / "part*.txt")
+    return _corpus_files(tmp_path_factory.mktemp("many_files"), 16, 3, (2, 6))
 
 
 # No --num_shards: the bucket count comes from the document count (48 documents / 10 = 5 buckets).

@@ -174,13 +174,26 @@ def predict_request(model: str, signature_name: str = "serving_default", output_
     return request
 
 
+def _served_spec(result) -> tuple:
+    """The (model, signature, version) a response says it came from."""
+    return result.model_spec.name, result.model_spec.signature_name, result.model_spec.version.value
+
+
+def _one_example(request, model: str | None = None, signature_name: str | None = None):
+    """`request` (Classify, Regress or MultiInference) with one example, x = 2.0 (half plus two: 3.0), for
+    `model`'s `signature_name` when given."""
+    if model is not None:
+        request.model_spec.name, request.model_spec.signature_name = model, signature_name
+    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0])
+    return request
+
+
 def check_predict(stubs, request, expected: float) -> None:
     result = stubs[0].Predict(request, RPC_TIMEOUT)
     assert "y" in result.outputs
     assert result.outputs["y"].dtype == types_pb2.DT_FLOAT
     assert list(result.outputs["y"].float_val) == [expected]
-    assert (result.model_spec.name, result.model_spec.signature_name, result.model_spec.version.value) == (
-        request.model_spec.name, request.model_spec.signature_name, VERSION)
+    assert _served_spec(result) == (request.model_spec.name, request.model_spec.signature_name, VERSION)
 
 
 def test_grpc_status_and_metadata(stubs):
@@ -218,26 +231,20 @@ def test_grpc_tf_saved_model_save(stubs):
 
 @pytest.mark.parametrize("model", ["default", "tf2"])
 def test_grpc_classify(stubs, model):
-    request = classification_pb2.ClassificationRequest()
-    request.model_spec.name, request.model_spec.signature_name = model, "classify_x_to_y"
-    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0])
+    request = _one_example(classification_pb2.ClassificationRequest(), model, "classify_x_to_y")
     result = stubs[0].Classify(request, RPC_TIMEOUT)
     assert len(result.result.classifications) == 1
     assert len(result.result.classifications[0].classes) == 1
     assert result.result.classifications[0].classes[0].score == 3.0
-    assert (result.model_spec.name, result.model_spec.signature_name, result.model_spec.version.value) == (
-        model, "classify_x_to_y", VERSION)
+    assert _served_spec(result) == (model, "classify_x_to_y", VERSION)
 
 
 @pytest.mark.parametrize("model", ["default", "tf2"])
 def test_grpc_regress(stubs, model):
-    request = regression_pb2.RegressionRequest()
-    request.model_spec.name, request.model_spec.signature_name = model, "regress_x_to_y"
-    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0])
+    request = _one_example(regression_pb2.RegressionRequest(), model, "regress_x_to_y")
     result = stubs[0].Regress(request, RPC_TIMEOUT)
     assert [r.value for r in result.result.regressions] == [3.0]
-    assert (result.model_spec.name, result.model_spec.signature_name, result.model_spec.version.value) == (
-        model, "regress_x_to_y", VERSION)
+    assert _served_spec(result) == (model, "regress_x_to_y", VERSION)
 
 
 @pytest.mark.parametrize("model", ["default", "tf2"])
@@ -247,7 +254,7 @@ def test_grpc_multi_inference(stubs, model):
                               ("classify_x_to_y", "tensorflow/serving/classify")):
         task = request.tasks.add()
         task.model_spec.name, task.model_spec.signature_name, task.method_name = model, signature, method
-    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0])
+    _one_example(request)
     result = stubs[0].MultiInference(request, RPC_TIMEOUT)
     assert len(result.results) == 2
     assert result.results[0].regression_result.regressions[0].value == 3.0
@@ -264,7 +271,7 @@ def test_grpc_multi_inference_refusals(stubs):
         task = request.tasks.add()
         task.model_spec.name, task.model_spec.signature_name = model, "regress_x_to_y"
         task.method_name = "tensorflow/serving/regress"
-    request.input.example_list.examples.add().features.feature["x"].float_list.value.extend([2.0])
+    _one_example(request)
     with pytest.raises(grpc.RpcError) as error:
         stubs[0].MultiInference(request, RPC_TIMEOUT)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT

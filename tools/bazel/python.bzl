@@ -1,4 +1,5 @@
-"""The project's two Python rule shapes: a command run as `python -m MODULE`, and a pytest file.
+"""The project's Python rule shapes: a package (its library and its commands), a command run as
+`python -m MODULE`, and a pytest file (one, or a folder's at a time).
 
 Both build on the native py_binary / py_test (the interpreter is the .venv toolchain of tools/bazel/BUILD) and
 set `legacy_create_init = False`: every project package has its own __init__.py, so the runfiles need none of
@@ -50,6 +51,20 @@ def py_module_binary(name, module, deps, **kwargs):
         **kwargs
     )
 
+def py_package(deps = [], commands = {}):
+    """The library of a project package, named as its folder (//models:models), of every .py below it
+    (subfolders have no BUILD of their own), and a py_module_binary per command on it; all public.
+
+    Args:
+      deps: the packages it imports, e.g. ["//commands", "//preprocessing"].
+      commands: target name -> the module it runs, e.g. {"train": "models.training.train"} for //models:train.
+    """
+    name = native.package_name()
+    public = ["//visibility:public"]
+    native.py_library(name = name, srcs = native.glob(["**/*.py"]), deps = deps, visibility = public)
+    for target, module in commands.items():
+        py_module_binary(name = target, module = module, deps = [":" + name], visibility = public)
+
 def pytest_test(name, deps, src = None, data = [], **kwargs):
     """A py_test running pytest on one test file through tools/bazel/pytest_main.py.
 
@@ -72,6 +87,32 @@ def pytest_test(name, deps, src = None, data = [], **kwargs):
         legacy_create_init = False,
         **kwargs
     )
+
+def pytest_files(folder, size, deps, overrides = {}):
+    """One pytest_test per test_*.py of FOLDER, named by its file without .py (see pytest_test).
+
+    Args:
+      folder: the folder in the package, e.g. "models" for tests/models/; "" for the package's own files.
+      size: every file's size, unless its overrides give another.
+      deps: every file's deps.
+      overrides: file name without .py -> that file's own pytest_test attributes: "deps" are added to the
+        folder's, the others (size, timeout, tags, data, ...) replace or add to the folder's. A name that is
+        no file of the folder is an error.
+    """
+    srcs = native.glob([folder + "/test_*.py" if folder else "test_*.py"])
+    names = {src.split("/")[-1][:-len(".py")]: src for src in srcs}
+    unknown = [name for name in overrides if name not in names]
+    if unknown:
+        fail("overrides for no test file of %s/%s: %s" % (native.package_name(), folder, ", ".join(unknown)))
+    for name, src in names.items():
+        attrs = dict(overrides.get(name, {}))
+        pytest_test(
+            name = name,
+            src = src,
+            deps = deps + attrs.pop("deps", []),
+            size = attrs.pop("size", size),
+            **attrs
+        )
 
 def check_every_test_file_has_a_target(srcs):
     """Fails the package when a test file has no pytest_test above this call: `bazel test //...` would skip it.
