@@ -17,9 +17,12 @@ import numpy as np
 
 from pipeline.beam_options import Counts, SetupDoFn
 from pipeline.documents import NAMESPACE
+from pipeline.pretraining_job import PretrainingDataJob
 from preprocessing import stable_random
 
 _CHUNK = 4096  # examples per TF call
+# The example fields' defaults are the job's: one place says what a run without the flag makes.
+_JOB_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PretrainingDataJob)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,13 +34,13 @@ class ExampleConfig:
     vocab_tokens: tuple[str, ...]
     lower_case: bool
     max_seq_length: int
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 10
-    short_seq_prob: float = 0.1
-    whole_word_mask: bool = False
-    masking: str = "static"
-    seed: int = 12345
+    max_predictions_per_seq: int = _JOB_DEFAULTS["max_predictions_per_seq"]
+    masked_lm_prob: float = _JOB_DEFAULTS["masked_lm_prob"]
+    dupe_factor: int = _JOB_DEFAULTS["dupe_factor"]
+    short_seq_prob: float = _JOB_DEFAULTS["short_seq_prob"]
+    whole_word_mask: bool = _JOB_DEFAULTS["whole_word_mask"]
+    masking: str = _JOB_DEFAULTS["masking"]
+    seed: int = _JOB_DEFAULTS["seed"]
 
     def features(self) -> tuple:
         """The records' features (`preprocessing.schema`), as `metadata.json` describes them."""
