@@ -147,6 +147,24 @@ class MaskedMean(tf_keras.layers.Layer):
         return tf.reduce_sum(x, axis=1) / tf.maximum(tf.cast(lengths, x.dtype), 1.0)[:, None]
 
 
+class WordMask(tf_keras.layers.Layer):
+    """`[N, T]` words (`TaskWordSplit`, "" padding) -> `[N, T]` bool, true at real words."""
+
+    def call(self, words):
+        return tf.not_equal(words, "")
+
+
+class MaskedMax(tf_keras.layers.Layer):
+    """`(x [N, T, D], mask [N, T])` -> the maximum over the masked-in positions `[N, D]` (0 for a row with
+    none)."""
+
+    def call(self, inputs):
+        x, mask = inputs
+        keep = tf.cast(mask, tf.bool)[:, :, None]  # [N, T, 1]
+        peak = tf.reduce_max(tf.where(keep, x, tf.fill(tf.shape(x), x.dtype.min)), axis=1)  # [N, D]
+        return tf.where(tf.reduce_any(keep, axis=1), peak, tf.zeros_like(peak))
+
+
 class FixLength(tf_keras.layers.Layer):
     """`[N, t, D]` -> `[N, length, D]`, cut or zero-padded on the right (labels have a fixed length)."""
 
