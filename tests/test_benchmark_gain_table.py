@@ -61,6 +61,8 @@ def test_each_task_gets_its_arms():
     pos = finetune_gain.arms("ud_pos", ["bert", "gpt", "bilm"], ["pretrained", "random"])
     assert [(a.model, a.arm) for a in pos] == [("bert", "pretrained"), ("bert", "random"), ("bilm", "pretrained"),
                                                ("bilm", "random")]  # no GPT tagging head
+    quick = finetune_gain.arms("sst2", ["bert", "gpt", "bilm"], ["pretrained", "random", "baselines"], quick=True)
+    assert ("bilm", "random") not in [(a.model, a.arm) for a in quick] and len(quick) == 6
     quick = finetune_gain.parse_args(["--demo_dir", "d", "--quick"])
     assert (quick.tasks, quick.seeds, quick.rates) == ("sst2", "1", "0.0003,0.001")
 
