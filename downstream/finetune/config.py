@@ -46,6 +46,9 @@ class FinetuneConfig:
         with the best validation score kept (needs a validation split); empty: `learning_rate` alone.
       select_on: the validation metric that picks epochs and rates (empty: the task's, `tasks.py`:
         accuracy, or F1 for SQuAD); `f1` for entity tagging.
+      bert_pooling: what BERT's sentence heads read: `pooled` (the module's `pooled_output`, its pooler trained
+        with next-sentence prediction), `cls` (a fresh dense tanh pooler on `[CLS]`) or `mean` (the mean of
+        `sequence_output` over real tokens).
       bilm_task_model: the biLM classifier's task model: `mean` (the scalar mix mean-pooled over words, one
         hidden layer) or `bilstm` (Peters et al.'s task models: a BiLSTM over the task's own word vectors
         beside ELMo, max-pooled; `elmo=false` is the same network without the biLM).
@@ -79,6 +82,7 @@ class FinetuneConfig:
     patience: int = 0
     learning_rates: tuple[float, ...] = ()
     select_on: str = ""
+    bert_pooling: str = "pooled"
     bilm_task_model: str = "mean"
 
     def __post_init__(self):
@@ -93,6 +97,8 @@ class FinetuneConfig:
             raise UserError(f"patience must be >= 0, got {self.patience}")
         if any(not rate > 0 for rate in self.learning_rates):
             raise UserError(f"learning_rates must all be > 0, got {','.join(map(str, self.learning_rates))}")
+        if self.bert_pooling not in ("pooled", "cls", "mean"):
+            raise UserError(f"bert_pooling must be pooled, cls or mean, got {self.bert_pooling!r}")
         if self.bilm_task_model not in ("mean", "bilstm"):
             raise UserError(f"bilm_task_model must be mean or bilstm, got {self.bilm_task_model!r}")
 

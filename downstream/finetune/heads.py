@@ -60,12 +60,26 @@ def _bert_states(backbone, config):
 
 
 def _bert_pooled(backbone, config, sequences: int):
-    """BERT's inputs `[B, S, T]` and each sequence's `pooled_output` after dropout `[B * S, H]`."""
+    """BERT's inputs `[B, S, T]` and each sequence's vector after dropout `[B * S, H]`: the module's
+    `pooled_output` (`bert_pooling=pooled`: its pooler, trained with next-sentence prediction), a fresh
+    dense tanh pooler on `[CLS]` (`cls`), or the mean of `sequence_output` over real tokens (`mean`)."""
     encoder = _hub_layer(backbone, config.train_module)
     dropout = tf_keras.layers.Dropout(config.dropout, name="head_dropout")
     inputs = {n: tf_keras.Input([sequences, config.max_seq_length], dtype=tf.int32, name=n) for n in BERT_INPUTS}
     fold = layers.FoldSequences(name="fold")
-    return inputs, dropout(encoder({n: fold(inputs[n]) for n in BERT_INPUTS})["pooled_output"])  # [B * S, H]
+    folded = {n: fold(inputs[n]) for n in BERT_INPUTS}
+    out = encoder(folded)
+    if config.bert_pooling == "pooled":
+        return inputs, dropout(out["pooled_output"])  # [B * S, H]
+    states = out["sequence_output"]  # [B * S, T, H]
+    if config.bert_pooling == "mean":
+        return inputs, dropout(layers.MaskedTokenMean(name="mean_pool")([states, folded["input_mask"]]))
+    first = layers.GatherPositions(name="cls_state")([states, layers.ZerosLike(name="cls_index")(
+        folded["input_mask"])])  # [B * S, H]
+    pooler = tf_keras.layers.Dense(states.shape[-1], activation="tanh", name="fresh_pooler",
+                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02,
+                                                                                            seed=config.seed))
+    return inputs, dropout(pooler(first))
 
 
 def bert_classifier(backbone, config, num_labels: int, sequences: int, task_words=()):

@@ -139,6 +139,22 @@ class ElmoLayers(tf_keras.layers.Layer):
         return elmo_layers(outputs)
 
 
+class MaskedTokenMean(tf_keras.layers.Layer):
+    """`(x [N, T, D], mask [N, T])` -> the mean of `x` where `mask` is 1 `[N, D]`."""
+
+    def call(self, inputs):
+        x, mask = inputs
+        mask = tf.cast(mask, x.dtype)[:, :, None]  # [N, T, 1]
+        return tf.reduce_sum(x * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+
+class ZerosLike(tf_keras.layers.Layer):
+    """`[N, T]` -> `[N]` zeros (position 0 of every row: `[CLS]`)."""
+
+    def call(self, x):
+        return tf.zeros_like(x[:, 0], dtype=tf.int32)
+
+
 class MaskedMean(tf_keras.layers.Layer):
     """`(x [N, T, D] zero past each length, lengths [N])` -> the mean over real tokens `[N, D]`."""
 

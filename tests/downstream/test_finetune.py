@@ -284,3 +284,16 @@ def test_readers_splits_and_baselines(tmp_path):
     items = list(range(200))
     first, second = task_data.split_items(items, 0.2), task_data.split_items(items, 0.2)
     assert first == second and 20 < len(first[1]) < 60 and sorted(first[0] + first[1]) == items
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_bert_sentence_heads_can_pool_without_the_nsp_pooler(exports, pooling):
+    backbone = ExportedModule.load(exports["bert"])
+    config = _config(bert_pooling=pooling).resolved("bert")
+    model = tasks.get("classify").build_model(backbone, 2, config, 1)
+    names = {layer.name for layer in model.layers}
+    assert ("fresh_pooler" in names) == (pooling == "cls") and ("mean_pool" in names) == (pooling == "mean")
+    x = inputs_lib.text_inputs(backbone, [[("the river bank",), ("interest rates at the bank again",)]], 16)
+    padded = {k: v.copy() for k, v in x.items()}
+    padded["input_word_ids"][:, :, 12:] = 7  # ids under input_mask 0 must not move a pooled vector
+    assert np.allclose(model(x)["logits"].numpy(), model(padded)["logits"].numpy(), atol=1e-5)
