@@ -33,6 +33,7 @@ import re
 import shutil
 from typing import Callable
 
+from commands.output_lock import TRAIN_LOCK
 from commands.user_errors import UserError
 
 
@@ -126,8 +127,8 @@ def _export_files(folder: str, names: set[str]) -> list[str]:
 
 
 def _model_dir_files(folder: str, names: set[str]) -> list[str]:
-    if "config.json" in names and ({"checkpoint", ".train.lock"} & names or any(n.startswith("ckpt-") for n in names)):
-        return ["config.json"] + sorted({"checkpoint", ".train.lock"} & names)
+    if "config.json" in names and ({"checkpoint", TRAIN_LOCK} & names or any(n.startswith("ckpt-") for n in names)):
+        return ["config.json"] + sorted({"checkpoint", TRAIN_LOCK} & names)
     return []
 
 
