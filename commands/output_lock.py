@@ -210,9 +210,10 @@ class OutputLock:
         self._remove_created()  # a run refused before writing anything leaves no empty folder
 
 
-def model_dir_lock(model_dir: str) -> OutputLock:
-    """A training run's lock on its model_dir (`TRAIN_LOCK`); `models.convert --from` takes it too."""
-    return OutputLock(model_dir, "--model_dir", TRAIN_LOCK, "training run",
+def model_dir_lock(model_dir: str, run: str = "training run") -> OutputLock:
+    """A training run's lock on its model_dir (`TRAIN_LOCK`); `models.convert --from` takes it too (`run`: what
+    its messages call the holder)."""
+    return OutputLock(model_dir, "--model_dir", TRAIN_LOCK, run,
                       resumes="its last checkpoint is where this run resumes", logger="models.training.train")
 
 

@@ -56,7 +56,7 @@ class ExportJob:
         if not tf.io.gfile.isdir(self.model_dir):
             problem = "is a file, not a folder" if tf.io.gfile.exists(self.model_dir) else "no such folder"
             raise ExportError(f"--model_dir {self.model_dir}: {problem}")
-        _writable_folder(self.export_dir, "--export_dir")
+        writable_folder(self.export_dir, "--export_dir")
         if self.version is not None and self.version < 1:
             raise ExportError(f"--version must be >= 1, got {self.version}")
         if self.warmup_text is not None and os.path.exists(self.warmup_text) and \
@@ -102,7 +102,7 @@ class ExportResult:
                 "serving": self.serving, "model_config": self.model_config}
 
 
-def _writable_folder(path: str, flag: str) -> None:
+def writable_folder(path: str, flag: str) -> None:
     """`path` is a writable folder, or can be made in one."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise ExportError(f"{flag} {path} is a file, not a folder")

@@ -56,6 +56,7 @@ sys.exit(beam_job.command("job", False, run))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, runner", [
     (signal.SIGTERM, ["--runner", "FnApiRunner"]),
     (signal.SIGINT, ["--runner", "FnApiRunner"]),
