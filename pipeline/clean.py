@@ -14,9 +14,9 @@ byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` a
 
 One run at a time: the run holds the folder's lock (`commands.output_lock`); a second run into it is refused
 naming the first. `--overwrite` (`commands.overwrite`, every command's one contract) removes, once every
-check has passed,
-the earlier run's report and the cleaned files it lists, nothing else; an output folder holding another kind
-of output, or that an input file sits in (a rerun would read its own output), is refused. A failed or stopped
+check has passed, the earlier run's report and the cleaned files it lists, nothing else; an output folder
+holding another kind of output, or that an input file sits in (a rerun would read its own output), is
+refused. A failed or stopped
 run (SIGTERM: its local workers stopped first) leaves none of its files; exit status 128 + N on signal N.
 
 The same job from Python is one call on a `CleanJob`, which holds what the flags say:

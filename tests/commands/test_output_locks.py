@@ -85,13 +85,14 @@ def test_a_second_run_into_a_folder_in_use_is_refused_in_one_line(command, tmp_p
     out = str(tmp_path / "out")
     main, argv = make(tmp_path, out)
     with held_lock(out, lock_file) as pid:
+        (tmp_path / "out" / "first.txt").write_text("the first run's")
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert err.startswith(f"error: {flag} {out} is in use by another ") and \
             f"(host {socket.gethostname()}, PID {pid}, started " in err, err
-        assert os.listdir(out) == [lock_file]  # nothing read into it, nothing written beside the holder's lock
-    assert not os.path.exists(out)  # the holder made it, and removed it empty
+        assert sorted(os.listdir(out)) == sorted([lock_file, "first.txt"])  # nothing written, nothing removed
+        assert (tmp_path / "out" / "first.txt").read_text() == "the first run's"
 
 
 def _gone_pid() -> int:

@@ -60,7 +60,8 @@ sys.exit(beam_job.command("job", False, run))
 @pytest.mark.parametrize("signum, runner", [
     (signal.SIGTERM, ["--runner", "FnApiRunner"]),
     (signal.SIGINT, ["--runner", "FnApiRunner"]),
-    (signal.SIGTERM, ["--direct_running_mode", "multi_processing", "--direct_num_workers", "1"])])
+    (signal.SIGTERM, ["--direct_running_mode", "multi_processing", "--direct_num_workers", "1"]),
+    (signal.SIGINT, ["--direct_running_mode", "multi_processing", "--direct_num_workers", "1"])])
 def test_a_signal_inside_a_step_is_one_line_and_128_plus_n(signum, runner):
     # Beam re-raises what a step raised as the same type with its step named in the message (`Terminated(
     # "stopped by signal 15 [while running ...]")`; a KeyboardInterrupt, which has no message, as a RuntimeError)
