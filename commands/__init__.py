@@ -2,6 +2,7 @@
 
 - `user_errors`: `UserError`, the argument checks that raise it, and the one path from an exception to
   `error: <message>` on stderr and exit status 2;
+- `output_lock`: one run per output folder (a lock file naming its holder; a stale one taken over);
 - `overwrite`: the `--overwrite` contract (what a non-empty output folder holds, and when it may be replaced);
 - `tf_startup`: a quiet TensorFlow start-up, installed here, before any package imports TensorFlow.
 

@@ -1,7 +1,8 @@
 """`finetune(job)`: the Python API of `python -m downstream.finetune`, and the story of one run. It checks
-the job (the task files, the output folder, the module's folder) before anything loads, exports a
-`model_dir` to a temporary folder, reads and encodes the task's data, builds the task's head over the
-module, trains it, scores it against the trivial baseline and writes the output folder (`outputs.py`).
+the job (the task files, the output folder, the module's folder) under the output folder's lock
+(`commands.output_lock`: one run per folder) before anything loads, exports a `model_dir` to a temporary
+folder, reads and encodes the task's data, builds the task's head over the module, trains it, scores it
+against the trivial baseline and writes the output folder (`outputs.py`).
 Everything that differs by task is the task object's (`tasks.py`), looked up here once.
 
 Example:
@@ -20,7 +21,8 @@ import time
 import numpy as np
 
 from commands import overwrite
-from commands.user_errors import UserError
+from commands.output_lock import OutputLock
+from commands.user_errors import UserError, writable_dir
 from downstream import module as module_lib
 from downstream.finetune import evaluation
 from downstream.finetune import outputs
@@ -38,11 +40,13 @@ def finetune(job: FinetuneJob, log=print) -> outputs.FinetuneResult:
     module, or a task the module's family cannot take, before anything is written; and
     `serving.export.ExportError` (a `UserError` with the export's exit status) when `job.model_dir` does not
     export."""
-    earlier = check_job(job)
-    task = tasks.get(job.task)
-    with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
-        module_path = job.module or _export(job.model_dir, scratch)
-        return outputs.write(job.output_dir, _fine_tune(job, task, module_path, log), earlier)
+    writable_dir("--output_dir", job.output_dir)
+    with OutputLock(job.output_dir):  # one run per folder: a second one is refused naming the first
+        earlier = check_job(job)
+        task = tasks.get(job.task)
+        with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
+            module_path = job.module or _export(job.model_dir, scratch)
+            return outputs.write(job.output_dir, _fine_tune(job, task, module_path, log), earlier)
 
 
 def check_job(job: FinetuneJob) -> overwrite.Plan:
