@@ -29,7 +29,6 @@ from downstream.finetune import outputs
 from downstream.finetune import selection
 from downstream.finetune import task_data
 from downstream.finetune import tasks
-from downstream.finetune import training
 from downstream.finetune.job import FinetuneJob
 
 

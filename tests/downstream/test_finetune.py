@@ -58,7 +58,7 @@ def sentiment(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind,fields", [("bert", {}), ("gpt", {}), ("bilm", {"train_module": True}),
-                                         ("bilm", {"bilm_task_model": "bilstm", "classifier_units": 16})])
+                                         ("bilm", {"bilm_task_model": "bilstm", "classifier_units": 16, "learning_rate": 1e-2})])
 def test_classifiers_learn_and_beat_the_majority_class(exports, sentiment, tmp_path, kind, fields):
     metrics = _run("classify", exports[kind], *sentiment, str(tmp_path), _config(**fields), log=print)
     assert metrics["losses"][-1] < 0.5 * metrics["losses"][0]
