@@ -63,6 +63,13 @@ def test_each_task_gets_its_arms():
                                                ("bilm", "random")]  # no GPT tagging head
     quick = finetune_gain.arms("sst2", ["bert", "gpt", "bilm"], ["pretrained", "random", "baselines"], quick=True)
     assert ("bilm", "random") not in [(a.model, a.arm) for a in quick] and len(quick) == 6
+    levers = finetune_gain.arms("sst2", ["bert"], ["pretrained", "random"],
+                                variants=finetune_gain.parse_variants("cls_pooler:bert_pooling=cls,dropout=0"))
+    assert [(a.arm, a.start, a.extra) for a in levers[2:]] == [
+        ("pretrained_cls_pooler", "pretrained", ("bert_pooling=cls", "dropout=0")),
+        ("random_cls_pooler", "random", ("bert_pooling=cls", "dropout=0"))]
+    lever = gain_table.Row("sst2", "bert", "pretrained_cls_pooler", "cls_head", "accuracy", (0.8,))
+    assert gain_table.reference_arm(lever) == ("bert", "random_cls_pooler")
     quick = finetune_gain.parse_args(["--demo_dir", "d", "--quick"])
     assert (quick.tasks, quick.seeds, quick.rates) == ("sst2", "1", "0.0003,0.001")
 

@@ -93,13 +93,33 @@ class Arm:
     family: str
     extra: tuple = ()
 
+    @property
+    def start(self) -> str:
+        """Where the weights come from: `pretrained`, `random`, `keras_hub_peer` or `random_embeddings`."""
+        return self.arm.split("_")[0] if self.arm.startswith(("pretrained_", "random_")) and \
+            self.arm != "random_embeddings" else self.arm
+
     def task_model(self, task: str) -> str:
         return "no_bilm_bilstm" if self.arm == "random_embeddings" else TASK_MODELS[(task, self.family)]
 
 
-def arms(task: str, models: list[str], kinds: list[str], quick: bool = False) -> list[Arm]:
+def parse_variants(text: str) -> dict[str, tuple]:
+    """`cls_pooler:bert_pooling=cls;no_dropout:dropout=0` -> {name: settings}: fine-tuning levers, each
+    run as extra BERT arms (`pretrained_<name>`, `random_<name>`)."""
+    variants = {}
+    for part in filter(None, text.split(";")):
+        name, _, sets = part.partition(":")
+        if not name or not sets:
+            raise ValueError(f"--variants: expected NAME:KEY=VALUE[,KEY=VALUE], got {part!r}")
+        variants[name] = tuple(sets.split(","))
+    return variants
+
+
+def arms(task: str, models: list[str], kinds: list[str], quick: bool = False,
+         variants: dict | None = None) -> list[Arm]:
     """The neural arms of `task` for `models` and arm kinds (`pretrained`, `random`, `keras_hub_peer`,
-    `baselines`), in the table's order; `quick` leaves out the biLM's random arm."""
+    `baselines`), in the table's order; `quick` leaves out the biLM's random arm; `variants` (name ->
+    settings) add BERT's pretrained and random arms under those settings."""
     out = []
     for model in models:
         family = "bert" if model == "minilm" else model
@@ -111,6 +131,9 @@ def arms(task: str, models: list[str], kinds: list[str], quick: bool = False) ->
                 out.append(Arm(model, kind, family))
         if model == "bilm" and "baselines" in kinds:
             out.append(Arm("-", "random_embeddings", "bilm", ("elmo=false",)))
+        if model == "bert":
+            out += [Arm(model, f"{kind}_{name}", family, sets) for name, sets in (variants or {}).items()
+                    for kind in ("pretrained", "random") if kind in kinds]
     return out
 
 
@@ -132,9 +155,9 @@ def module_dir(arm: Arm, seed: int, demo_dir: str, out_dir: str) -> str:
     """The export an arm fine-tunes (made and kept under `out_dir` for the random and peer arms)."""
     if arm.model == "minilm":
         return os.path.join(demo_dir, "export", "minilm_converted")
-    if arm.arm in ("pretrained", "random_embeddings"):
+    if arm.start in ("pretrained", "random_embeddings"):
         return os.path.join(demo_dir, "export", arm.family)
-    if arm.arm == "random":
+    if arm.start == "random":
         model_dir = random_model_dir(os.path.join(demo_dir, "runs", arm.family),
                                      os.path.join(out_dir, "modules", f"{arm.family}_random_seed{seed}"), seed)
     else:
@@ -241,6 +264,8 @@ def parse_args(argv=None):
     parser.add_argument("--arms", default="pretrained,random,keras_hub_peer,baselines")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--rates", default=",".join(map(str, RATES)))
+    parser.add_argument("--variants", default="", help="fine-tuning levers as extra BERT arms, "
+                        "NAME:KEY=VALUE[,KEY=VALUE];... (cls_pooler:bert_pooling=cls)")
     parser.add_argument("--quick", action="store_true", help="SST-2, one seed, a 2-point grid, no peer or MiniLM")
     parser.add_argument("--data", default=shared_data.path("tasks"))
     parser.add_argument("--out_dir", default=os.path.join(ROOT, ".cache", "finetune_gain"))
@@ -267,7 +292,7 @@ def main(argv=None) -> int:
         if "baselines" in kinds:
             rows += baseline_rows(task, args.data)
         rows += [neural_row(task, arm, seeds, rates, args)
-                 for arm in arms(name, args.models.split(","), kinds, args.quick)]
+                 for arm in arms(name, args.models.split(","), kinds, args.quick, parse_variants(args.variants))]
     print(gain_table.format_table(rows))
     command = "python -m benchmarks.downstream.finetune_gain " + " ".join(argv if argv is not None else sys.argv[1:])
     full = not args.quick and len(seeds) >= 3

@@ -83,6 +83,8 @@ def reference_arm(row: Row) -> tuple[str, str] | None:
         return ("-", "random_embeddings")
     if row.arm in ("pretrained", "keras_hub_peer") and row.model in ("bert", "gpt"):
         return (row.model, "random")
+    if row.arm.startswith("pretrained_"):  # a lever (`--variants`): against random weights under the same lever
+        return (row.model, "random_" + row.arm[len("pretrained_"):])
     return None
 
 

@@ -1,8 +1,9 @@
 """`finetune(job)`: the Python API of `python -m downstream.finetune`, and the story of one run. It checks
 the job (the task files, the output folder, the module's folder) under the output folder's lock
 (`commands.output_lock`: one run per folder) before anything loads, exports a `model_dir` to a temporary
-folder, reads and encodes the task's data, builds the task's head over the module, trains it, scores it
-against the trivial baseline and writes the output folder (`outputs.py`).
+folder, reads and encodes the task's data, trains the task's head over the module (`selection.py`: with a
+validation split, the epoch and rate it scores best), scores it on the eval file against the trivial baseline
+and writes the output folder (`outputs.py`).
 Everything that differs by task is the task object's (`tasks.py`), looked up here once.
 
 Example:
