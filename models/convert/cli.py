@@ -40,11 +40,13 @@ import json
 import os
 import sys
 
+from commands.job_fields import COUNT, checked, output_of
 from models.convert.formats import FORMATS
 
 BERT_DEFAULT_SEQ, BERT_DEFAULT_PREDICTIONS, BILM_DEFAULT_SEQ = 128, 20, 20
 
 
+@checked({"max_seq_length": COUNT, "max_predictions_per_seq": COUNT, "model_dir": output_of("checkpoint")})
 @dataclasses.dataclass(frozen=True)
 class ImportJob:
     """`--from`: writes the model_dir `model_dir` from the checkpoint `checkpoint` in format `fmt`.
@@ -75,6 +77,7 @@ class ImportJob:
     allow_vocab_change: bool = False
 
 
+@checked({"output": output_of("model_dir")})
 @dataclasses.dataclass(frozen=True)
 class ExportJob:
     """`--to`: writes `model_dir`'s latest weights in format `fmt` into `output`; `overwrite` replaces an
@@ -118,6 +121,7 @@ def build_job(args) -> ImportJob | ExportJob:
     """The job the flags describe, after the checks of ranges and paths (nothing read or written yet); raises
     `UserError`."""
     from commands.user_errors import UserError, check_range, writable_dir
+    from models.convert.common import ConversionError
 
     if args.max_seq_length is not None:
         check_range("--max_seq_length", args.max_seq_length, 1)
@@ -125,13 +129,16 @@ def build_job(args) -> ImportJob | ExportJob:
     if args.source:
         if args.overwrite:
             raise UserError("--overwrite is for --to: --from never replaces a model_dir; give a new --model_dir")
+        if not args.checkpoint:
+            raise ConversionError("--checkpoint is required with --from")
         writable_dir("--model_dir", args.model_dir)
         return ImportJob(args.source, args.checkpoint, args.model_dir, args.config, args.vocab, args.max_seq_length,
                          args.max_predictions_per_seq, args.lower_case, args.allow_vocab_change)
     if args.allow_vocab_change:
         raise UserError("--allow_vocab_change is for --from: --to writes the model_dir's own vocabulary")
-    if args.output:
-        writable_dir("--output", args.output)
+    if not args.output:
+        raise ConversionError("--output is required with --to")
+    writable_dir("--output", args.output)
     return ExportJob(args.target, args.model_dir, args.output, args.overwrite)
 
 
