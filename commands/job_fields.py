@@ -236,8 +236,13 @@ def _check_output(name: str, output: str | None, source: str, given: str | None)
         problem = "matches"
     else:
         return
-    raise JobFieldError(f"--{name} {output} {problem} --{source} {given}: the job would write where it reads; "
-                        f"give another --{name}")
+    raise JobFieldError(f"--{name} {_shown(output)} {problem} --{source} {_shown(given)}: the job would write "
+                        f"where it reads; give another --{name}")
+
+
+def _shown(path: str) -> str:
+    """A path as the message shows it: as it is, or quoted when it holds a line break or another control."""
+    return path if path.isprintable() else repr(path)
 
 
 def _normal(path: str) -> str:

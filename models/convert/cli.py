@@ -35,6 +35,7 @@ it; `--to` replaces an earlier output of its format only with `--overwrite`, and
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -195,7 +196,31 @@ def _read(job: ImportJob, kind: str):
 
 
 def import_checkpoint(job: ImportJob) -> dict:
-    """Writes `job.model_dir` from the checkpoint; returns a summary (preset, fresh weights, vocabulary, ...)."""
+    """Writes `job.model_dir` from the checkpoint; returns a summary (preset, fresh weights, vocabulary, ...).
+    Raises `UserError` (a missing file too) with the message the command prints."""
+    with _missing_files_as_user_errors():
+        return _import_checkpoint(job)
+
+
+def export_checkpoint(job: ExportJob) -> dict:
+    """Writes the model_dir's latest weights in the format under `job.output`, exactly or not at all (a config
+    field the format cannot carry, or an output folder that is not this format's to write, is refused
+    first); returns the files written. Raises `UserError` (a missing file too) with the command's message."""
+    with _missing_files_as_user_errors():
+        return _export_checkpoint(job)
+
+
+@contextlib.contextmanager
+def _missing_files_as_user_errors():
+    from models.convert.common import ConversionError
+
+    try:
+        yield
+    except FileNotFoundError as e:  # a missing model_dir, config or vocabulary: named in the message
+        raise ConversionError(str(e)) from e
+
+
+def _import_checkpoint(job: ImportJob) -> dict:
     import tensorflow as tf
 
     from commands import overwrite
@@ -234,10 +259,7 @@ def import_checkpoint(job: ImportJob) -> dict:
             "fresh": fresh, "parameters": int(model.count_params()), "vocab_note": choice.note()}
 
 
-def export_checkpoint(job: ExportJob) -> dict:
-    """Writes the model_dir's latest weights in the format under `job.output`, exactly or not at all (a config
-    field the format cannot carry, or an output folder that is not this format's to write, is refused
-    first); returns the files written."""
+def _export_checkpoint(job: ExportJob) -> dict:
     from commands import overwrite
     from models import families
     from models.convert import bert as convert_bert
@@ -292,10 +314,6 @@ def main(argv=None) -> int:
             result = export_checkpoint(job)
             for part, why in result.get("not_written", {}).items():
                 print(f"not written: {part} ({why})", file=sys.stderr)
-    except FileNotFoundError as e:
-        from commands.user_errors import UserError
-
-        return exit_status(UserError(str(e)), args.verbose)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
     print(json.dumps(result))

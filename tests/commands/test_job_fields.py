@@ -212,3 +212,12 @@ def test_a_bad_field_from_the_command_line_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (f"error: --output {corpus} is --input {corpus}: the job would write where it "
                                        f"reads; give another --output\n")
     assert os.listdir(tmp_path) == ["c.txt"] and corpus.read_text() == "One sentence.\n"
+
+
+def test_a_path_with_a_line_break_is_shown_quoted_in_the_one_line():
+    from pipeline.vocab import VocabJob
+
+    with pytest.raises(JobFieldError) as e:
+        VocabJob(input="a\nb.txt", output="a\nb.txt")
+    assert str(e.value) == ("--output 'a\\nb.txt' is --input 'a\\nb.txt': the job would write where it reads; "
+                            "give another --output")
