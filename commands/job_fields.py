@@ -9,7 +9,7 @@ A job's fields are checked against the dataclass's type annotations, then agains
   no bool, None only where the annotation is `X | None`; an int is a float; a list is a tuple (kept as one);
   an `os.PathLike` is a str (kept as its text); numpy's scalars are ints and floats;
 - a value out of its range (counts >= 1, probabilities in [0, 1], ...) in the text the command prints for its
-  flag (the fields are the flags): `--dupe_factor 0 is out of range; allowed: [1, inf]`;
+  flag (the fields are the flags): `--dupe_factor 0 is out of range; allowed: [1, inf)`;
 - an output equal to an input, inside it (an input folder) or matched by it (an input pattern), compared as
   text (no file is looked at): `--output corpus.txt is --input corpus.txt: ...`.
 
@@ -127,7 +127,7 @@ def _hints(cls) -> dict:
 
 def checked_value(owner: str, name: str, value, annotation, rule: Rule = Rule()):
     """`value` for the field `owner.name` of type `annotation` under `rule`, converted; raises `JobFieldError`."""
-    where = f"{owner}.{name}={value!r}"
+    where = f"{owner}.{name}={_one_line(value)}"
     if rule.convert is not None and value is not None:
         try:
             value = rule.convert(value)
@@ -137,7 +137,7 @@ def checked_value(owner: str, name: str, value, annotation, rule: Rule = Rule())
             raise JobFieldError(f"{where}: {e}") from None
     ok, value = conform(value, annotation)
     if not ok:
-        raise JobFieldError(f"{where}: expected {describe(annotation)}, got {type(value).__name__}")
+        raise JobFieldError(f"{where}: expected {describe(annotation)}, got {_got(value, annotation)}")
     if value is None:
         return value
     if rule.low is not None or rule.high is not None:
@@ -199,6 +199,24 @@ def _conform_tuple(value, args: tuple) -> tuple[bool, object]:
             return False, value
         kept.append(item)
     return True, tuple(kept)
+
+
+def _got(value, annotation) -> str:
+    """The type of a refused value, for messages: `str`; `tuple holding int 3` for a tuple's bad item."""
+    if isinstance(value, (tuple, list)):
+        kinds = [a for a in typing.get_args(annotation) if typing.get_origin(a) is tuple] or [annotation]
+        args = typing.get_args(kinds[0]) if typing.get_origin(kinds[0]) is tuple else ()
+        if len(args) == 2 and args[1] is Ellipsis:
+            bad = next((item for item in value if not conform(item, args[0])[0]), None)
+            if bad is not None:
+                return f"{type(value).__name__} holding {type(bad).__name__} {_one_line(bad)}"
+    return type(value).__name__
+
+
+def _one_line(value, limit: int = 80) -> str:
+    """`repr(value)` on one line, cut to about `limit` characters (a long array's repr spans lines)."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _is_bool(value) -> bool:
