@@ -8,13 +8,15 @@ Example:
 
 import dataclasses
 
-from commands.user_errors import UserError, check_range
+from commands.job_fields import Rule, checked, output_of
+from commands.user_errors import UserError
 from downstream.embed_model import BAD_LINES, EmbedConfig
 from pipeline.beam_job import RunOptions
 
 MAX_SHARDS = 99_999  # shard names have five digits
 
 
+@checked({"num_shards": Rule(1, MAX_SHARDS), "output_dir": output_of("input")})
 @dataclasses.dataclass(frozen=True)
 class EmbedJob:
     """One embedding job: what `python -m downstream.embed` runs, and its Python API (`run`).
@@ -36,10 +38,9 @@ class EmbedJob:
     run_options: RunOptions = RunOptions()
 
     def check(self) -> None:
-        """Every range, Beam's options and the output folder's kind, before anything runs; raises `UserError`."""
+        """Beam's options and the choices, before anything runs (each field's type and range are checked when
+        the job is made); raises `UserError`."""
         self.run_options.check()
-        check_range("--batch_size", self.config.batch_size, 1)
-        check_range("--num_shards", self.num_shards, 1, MAX_SHARDS)
         if self.config.pool not in ("none", "mean"):
             raise UserError(f"--pool {self.config.pool}: use one of none, mean")
         if self.config.bad_lines not in BAD_LINES:

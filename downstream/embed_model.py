@@ -28,6 +28,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference import base as inference_base
 from apache_beam.ml.inference.base import ModelHandler
 
+from commands.job_fields import COUNT, checked
+
 NAMESPACE = "embed"
 BAD_LINES = ("truncate", "skip")
 DEFAULT_CHOICES = ("last",)
@@ -50,6 +52,7 @@ def _give_beam_the_resource_module() -> None:
 _give_beam_the_resource_module()  # here, since every process that loads the model imports this module
 
 
+@checked({"batch_size": COUNT})
 @dataclasses.dataclass(frozen=True)
 class EmbedConfig:
     """What the job computes. `module`: an export dir (or its hub module); `choices`: layer choices

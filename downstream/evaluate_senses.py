@@ -48,7 +48,8 @@ import sys
 
 import numpy as np
 
-from commands.user_errors import UserError, check_range, require_file, run_to_summary
+from commands.job_fields import COUNT, checked, output_of
+from commands.user_errors import UserError, require_file, run_to_summary
 from preprocessing.stable_random import stable_fraction
 
 TIE = 1e-6
@@ -268,6 +269,7 @@ def print_report(summary: dict) -> None:
               f"{summary['wic_pairs']['test']} held-out pairs; majority class {summary['wic_majority']:.4f}")
 
 
+@checked({"batch_size": COUNT, "png": output_of("data", "pairs", "module")})
 @dataclasses.dataclass(frozen=True)
 class SensesJob:
     """One run of `python -m downstream.evaluate_senses`; the fields are the flags.
@@ -291,11 +293,10 @@ class SensesJob:
     batch_size: int = 64
 
     def check(self) -> None:
-        """The files and ranges, before the module loads; raises `UserError`."""
+        """The files, before the module loads; raises `UserError`."""
         require_file("--data", self.data)
         if self.pairs:
             require_file("--pairs", self.pairs)
-        check_range("--batch_size", self.batch_size, 1)
 
 
 @dataclasses.dataclass(frozen=True)

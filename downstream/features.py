@@ -47,7 +47,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported graphs use)
 
-from commands.user_errors import UserError, check_range, exit_status
+from commands.job_fields import COUNT, checked, output_of
+from commands.user_errors import UserError, exit_status
 from downstream.module import ExportedModule
 from downstream.words import span_words, split_words
 from models.scalar_mix import elmo_layers
@@ -220,6 +221,7 @@ def _write_tfrecord(path, sentences, encoded, features, pool):
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
+@checked({"batch_size": COUNT, "output": output_of("input", "module")})
 @dataclasses.dataclass(frozen=True)
 class FeaturesJob:
     """One run of `python -m downstream.features`; the fields are the flags.
@@ -246,7 +248,6 @@ class FeaturesJob:
         """What can be refused before the module loads; raises `UserError`."""
         if self.pool not in POOLS:
             raise UserError(f"--pool {self.pool}: use one of {', '.join(POOLS)}")
-        check_range("--batch_size", self.batch_size, 1)
         if not self.output.endswith(OUTPUT_FORMATS):
             raise UserError(f"--output must end in .npz or .tfrecord, got {self.output!r}")
 

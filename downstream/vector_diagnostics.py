@@ -36,7 +36,8 @@ import sys
 
 import numpy as np
 
-from commands.user_errors import UserError, check_range, run_to_summary
+from commands.job_fields import COUNT, NON_NEGATIVE, checked
+from commands.user_errors import UserError, run_to_summary
 
 PAIRS = 20000
 
@@ -127,6 +128,8 @@ def occurrences(encoded, min_count: int, max_position: int) -> tuple[np.ndarray,
     return sentence, position, word
 
 
+@checked({"max_sentences": COUNT, "min_count": COUNT, "max_position": COUNT, "seed": NON_NEGATIVE,
+          "batch_size": COUNT})
 @dataclasses.dataclass(frozen=True)
 class DiagnosticsJob:
     """One run of `python -m downstream.vector_diagnostics`; the fields are the flags.
@@ -145,13 +148,6 @@ class DiagnosticsJob:
     max_position: int = 40
     seed: int = 0
     batch_size: int = 64
-
-    def check(self) -> None:
-        """Ranges, before the module loads; raises `UserError`."""
-        for flag, value in (("--max_sentences", self.max_sentences), ("--min_count", self.min_count),
-                            ("--max_position", self.max_position), ("--batch_size", self.batch_size)):
-            check_range(flag, value, 1)
-        check_range("--seed", self.seed, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +172,6 @@ def run(job: DiagnosticsJob) -> Diagnostics:
     `UserError` (no module there, an unreadable input, too little text) with the command's message."""
     from downstream.features import ModuleEncoder, read_sentences
 
-    job.check()
     sentences = read_sentences(job.input)[:job.max_sentences]
     try:
         result = diagnose(ModuleEncoder(job.module), sentences, job.min_count, job.max_position, job.seed,

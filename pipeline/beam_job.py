@@ -22,9 +22,11 @@ from pipeline import progress
 from pipeline.beam_options import check_beam_args, pipeline_options, quiet_worker_logs
 from pipeline.termination import Terminated, stopped, stopping_workers
 from pipeline.worker_stderr import without_worker_tracebacks
+from commands.job_fields import Rule, checked
 from commands.user_errors import exit_status
 
 
+@checked({"progress_seconds": Rule(check=progress.check_seconds)})
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """How a job runs, apart from what it computes.
@@ -42,9 +44,9 @@ class RunOptions:
     progress_seconds: float = progress.DEFAULT_SECONDS
 
     def check(self) -> None:
-        """Raises `UserError` for an unknown Beam option or a progress period out of range."""
+        """Raises `UserError` for an unknown Beam option (the progress period is checked when the value is
+        made)."""
         check_beam_args(list(self.beam_args))
-        progress.check_seconds(self.progress_seconds)
 
 
 def add_arguments(parser, progress_lines: bool = True) -> None:

@@ -40,12 +40,14 @@ from pipeline.clean_report import Cleaning, CleanPlan
 from pipeline.cleaning import CleanDocuments, read_heldout
 from pipeline.documents import ReadDocuments
 from commands import overwrite
+from commands.job_fields import checked, output_of
 from commands.output_lock import OutputLock
 from commands.user_errors import UserError, writable_dir
 
 REPORT = "clean_report"
 
 
+@checked({"output_dir": output_of("input")})
 @dataclasses.dataclass(frozen=True)
 class CleanJob:
     """A cleaning job: what `python -m pipeline.clean` runs, and its Python API (`run`).

@@ -21,11 +21,13 @@ from pipeline import corpus_io
 from pipeline.beam_options import Counts
 from pipeline.cleaning import CleanConfig, CleanDocuments, read_heldout
 from preprocessing import dedup_config, packed_keys, text_filters
+from commands.job_fields import JobFieldError, checked
 from commands.user_errors import UserError
 
 REPORT_FILES = ("cleaning.json", "cleaning.md")  # beside a job's output (`pipeline.pretraining_data`)
 
 
+@checked()
 @dataclasses.dataclass(frozen=True)
 class Cleaning:
     """The cleaning a job asks for, as its flags say it; `config` is what they parse to (checked when made).
@@ -36,7 +38,7 @@ class Cleaning:
       decontaminate: `--decontaminate`: a file pattern of held-out documents.
 
     Raises:
-      UserError: an unknown name or a bad value in `filters` or `dedup`.
+      JobFieldError: an unknown name or a bad value in `filters` or `dedup` (and a field of the wrong type).
 
     Example:
       >>> Cleaning(dedup="exact,near").config.dedup.near
@@ -53,7 +55,7 @@ class Cleaning:
             filters = text_filters.parse_spec(self.filters or "", text_filters.FilterConfig, text_filters.PRESETS)[0]
             dedup = dedup_config.parse_dedup(self.dedup or "")
         except ValueError as e:
-            raise UserError(f"--filters/--dedup: {e}") from None
+            raise JobFieldError(f"--filters/--dedup: {e}") from None
         object.__setattr__(self, "config", CleanConfig(filters=filters, dedup=dedup,
                                                        decontaminate=bool(self.decontaminate)))
 

@@ -1,11 +1,12 @@
 """`PretrainingDataJob`: what a pretraining-data job makes, as one typed value (the flags of
 `python -m pipeline.pretraining_data`, and its Python API: `pipeline.pretraining_data.run(job)`).
 
-The job is checked before anything runs (`check`: ranges, paths); what depends on the files (the vocabulary's
-case, the input's matches) is resolved when it runs. `metadata_config` is the `config` section of the
-dataset's `metadata.json`: the job under stable keys that the readers look up (`max_seq_length`, `masking`,
-`max_predictions_per_seq`, `masked_lm_prob`, `whole_word_mask`) and the rest of the job, so that a field
-renamed here changes no file on disk.
+Each field, and the ranges that depend on the model (`max_seq_length`, `max_predictions_per_seq`), is checked
+when the job is made (`commands.job_fields`); the paths before anything runs (`check`); what depends on the
+files (the vocabulary's case, the input's matches) is resolved when it runs. `metadata_config` is the `config`
+section of the dataset's `metadata.json`: the job under stable keys that the readers look up
+(`max_seq_length`, `masking`, `max_predictions_per_seq`, `masked_lm_prob`, `whole_word_mask`) and the rest of
+the job, so that a field renamed here changes no file on disk.
 """
 
 import dataclasses
@@ -13,7 +14,8 @@ import dataclasses
 from pipeline.beam_job import RunOptions
 from pipeline.clean_report import Cleaning
 from preprocessing import sentence_pairs
-from commands.user_errors import UserError, check_range, require_file, writable_dir
+from commands.job_fields import COUNT, PROBABILITY, JobFieldError, Rule, checked, field_range, output_of
+from commands.user_errors import require_file, writable_dir
 
 MODELS = ("bert", "gpt", "bilm")
 MASKING = ("static", "dynamic")
@@ -22,6 +24,13 @@ MIN_LENGTH = {"bert": sentence_pairs.MIN_SEQ_LENGTH, "gpt": 1, "bilm": 1}
 MAX_SHARDS = 99_999  # shard names have five digits
 
 
+# Each field's own range (`commands.job_fields`); `__post_init__` checks those that depend on the model.
+RULES = {"masked_lm_prob": Rule(0.0, 1.0, low_open=True), "dupe_factor": COUNT, "short_seq_prob": PROBABILITY,
+         "seed": Rule(0, 2**63 - 1), "num_shards": Rule(0, MAX_SHARDS), "docs_per_bucket": COUNT,
+         "output_dir": output_of("input")}
+
+
+@checked(RULES)
 @dataclasses.dataclass(frozen=True)
 class PretrainingDataJob:
     """A pretraining-data job: raw text in BERT's format -> sharded TFRecords of one model's examples.
@@ -73,24 +82,21 @@ class PretrainingDataJob:
     @property
     def length(self) -> int:
         """`max_seq_length`, or the model's default."""
-        return self.max_seq_length or DEFAULT_LENGTH[self.model]
+        return DEFAULT_LENGTH[self.model] if self.max_seq_length is None else self.max_seq_length
+
+    def __post_init__(self):
+        """The choices, and the ranges that depend on the model (each field's own: `RULES`)."""
+        if self.model not in MODELS:
+            raise JobFieldError(f"--model {self.model!r}: choose from {', '.join(MODELS)}")
+        if self.masking not in MASKING:
+            raise JobFieldError(f"--masking {self.masking!r}: choose from {', '.join(MASKING)}")
+        field_range("--max_seq_length", self.length, MIN_LENGTH[self.model])
+        field_range("--max_predictions_per_seq", self.max_predictions_per_seq, 1,
+                    self.length if self.model == "bert" else None)
 
     def check(self) -> None:
-        """Every parameter's range and every path, before anything runs; raises `UserError`."""
-        if self.model not in MODELS:
-            raise UserError(f"--model {self.model!r}: choose from {', '.join(MODELS)}")
-        if self.masking not in MASKING:
-            raise UserError(f"--masking {self.masking!r}: choose from {', '.join(MASKING)}")
+        """Beam's options and every path, before anything runs; raises `UserError`."""
         self.run_options.check()
-        check_range("--max_seq_length", self.length, MIN_LENGTH[self.model])
-        check_range("--max_predictions_per_seq", self.max_predictions_per_seq, 1,
-                    self.length if self.model == "bert" else None)
-        check_range("--masked_lm_prob", self.masked_lm_prob, 0.0, 1.0, low_open=True)
-        check_range("--dupe_factor", self.dupe_factor, 1)
-        check_range("--short_seq_prob", self.short_seq_prob, 0.0, 1.0)
-        check_range("--seed", self.seed, 0, 2**63 - 1)
-        check_range("--num_shards", self.num_shards, 0, MAX_SHARDS)
-        check_range("--docs_per_bucket", self.docs_per_bucket, 1)
         require_file("--vocab", self.vocab)
         writable_dir("--output_dir", self.output_dir)
 

@@ -32,6 +32,7 @@ from pipeline.beam_options import Counts, split_counts, total
 from pipeline.clean_report import Cleaning, CleanPlan
 from pipeline.word_counts import CountWords
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
+from commands.job_fields import checked, output_of
 from commands.user_errors import UserError, check_range, writable_file
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 
@@ -40,6 +41,7 @@ INCOMPLETE = ".incomplete"
 MAX_VOCAB_SIZE = 1 << 22
 
 
+@checked({"output": output_of("input")})
 @dataclasses.dataclass(frozen=True)
 class VocabJob:
     """A vocabulary job: what `python -m pipeline.vocab` runs, and its Python API (`run`).
@@ -67,7 +69,8 @@ class VocabJob:
     run_options: RunOptions = RunOptions()
 
     def check(self) -> None:
-        """Every parameter's range and the output's folder, before anything runs; raises `UserError`."""
+        """The ranges that depend on several fields and the output's folder, before anything runs (each field
+        alone is checked when the job is made); raises `UserError`."""
         self.run_options.check()
         reserved = self.learner.reserved_tokens
         missing = [t for t in SPECIAL_TOKENS if t not in reserved]
@@ -79,8 +82,6 @@ class VocabJob:
         check_range("--num_unused", self.learner.num_unused, 0, MAX_VOCAB_SIZE)
         room = len(reserved) + self.learner.num_unused  # the size must leave room after the reserved tokens
         check_range("--vocab_size", self.learner.vocab_size, room + 1, MAX_VOCAB_SIZE)
-        check_range("--min_frequency", self.learner.min_frequency, 1)
-        check_range("--limit_alphabet", self.learner.limit_alphabet, 1)
         writable_file("--output", self.output)
         writable_file("--output", self.output + ".json")
 

@@ -14,6 +14,7 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator
 
+from commands.job_fields import COUNT, NON_NEGATIVE, checked
 from commands.user_errors import UserError
 from preprocessing.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
 
@@ -21,6 +22,7 @@ from preprocessing.vocabulary import SPECIAL_TOKENS, SUFFIX_INDICATOR
 _CHUNK_CHARS = 1 << 20
 
 
+@checked({"vocab_size": COUNT, "num_unused": NON_NEGATIVE, "min_frequency": COUNT, "limit_alphabet": COUNT})
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:
     """Args:

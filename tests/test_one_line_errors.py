@@ -139,14 +139,16 @@ def _command(*argv) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_features_and_tokenize_name_a_folder_or_missing_input_with_no_start_up_lines(tmp_path):
     """Only the error line on stderr: no TensorFlow start-up lines, no pkg_resources warning (hub)."""
-    text = tmp_path / "t.txt"
+    text, folder, module = tmp_path / "t.txt", tmp_path / "folder", tmp_path / "module"
     text.write_text("a sentence\n")
-    for given, said in ((tmp_path, "is a folder; give a text file"), (tmp_path / "nope.txt", "no such file")):
-        proc = _command("downstream.features", "--module", tmp_path, "--input", given, "--output", tmp_path / "f.npz")
+    folder.mkdir()
+    module.mkdir()
+    for given, said in ((folder, "is a folder; give a text file"), (tmp_path / "nope.txt", "no such file")):
+        proc = _command("downstream.features", "--module", module, "--input", given, "--output", tmp_path / "f.npz")
         assert proc.returncode == 2
         assert proc.stderr == f"error: --input {given}{':' if 'no such' in said else ''} {said}" + (
             ", one sentence a line\n" if "folder" in said else "\n")
-    proc = _command("downstream.features", "--module", tmp_path, "--input", text, "--output", tmp_path / "f.npz")
+    proc = _command("downstream.features", "--module", module, "--input", text, "--output", tmp_path / "f.npz")
     assert proc.returncode == 2 and proc.stderr.startswith("error: no exported module under")
     assert len(proc.stderr.splitlines()) == 1
     proc = _command("preprocessing.tokenize", "--vocab", tmp_path)

@@ -35,16 +35,19 @@ it; `--to` replaces an earlier output of its format only with `--overwrite`, and
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import sys
 
+from commands.job_fields import COUNT, checked, output_of
 from models.convert.formats import FORMATS
 
 BERT_DEFAULT_SEQ, BERT_DEFAULT_PREDICTIONS, BILM_DEFAULT_SEQ = 128, 20, 20
 
 
+@checked({"max_seq_length": COUNT, "max_predictions_per_seq": COUNT, "model_dir": output_of("checkpoint")})
 @dataclasses.dataclass(frozen=True)
 class ImportJob:
     """`--from`: writes the model_dir `model_dir` from the checkpoint `checkpoint` in format `fmt`.
@@ -75,6 +78,7 @@ class ImportJob:
     allow_vocab_change: bool = False
 
 
+@checked({"output": output_of("model_dir")})
 @dataclasses.dataclass(frozen=True)
 class ExportJob:
     """`--to`: writes `model_dir`'s latest weights in format `fmt` into `output`; `overwrite` replaces an
@@ -118,6 +122,7 @@ def build_job(args) -> ImportJob | ExportJob:
     """The job the flags describe, after the checks of ranges and paths (nothing read or written yet); raises
     `UserError`."""
     from commands.user_errors import UserError, check_range, writable_dir
+    from models.convert.common import ConversionError
 
     if args.max_seq_length is not None:
         check_range("--max_seq_length", args.max_seq_length, 1)
@@ -125,13 +130,16 @@ def build_job(args) -> ImportJob | ExportJob:
     if args.source:
         if args.overwrite:
             raise UserError("--overwrite is for --to: --from never replaces a model_dir; give a new --model_dir")
+        if not args.checkpoint:
+            raise ConversionError("--checkpoint is required with --from")
         writable_dir("--model_dir", args.model_dir)
         return ImportJob(args.source, args.checkpoint, args.model_dir, args.config, args.vocab, args.max_seq_length,
                          args.max_predictions_per_seq, args.lower_case, args.allow_vocab_change)
     if args.allow_vocab_change:
         raise UserError("--allow_vocab_change is for --from: --to writes the model_dir's own vocabulary")
-    if args.output:
-        writable_dir("--output", args.output)
+    if not args.output:
+        raise ConversionError("--output is required with --to")
+    writable_dir("--output", args.output)
     return ExportJob(args.target, args.model_dir, args.output, args.overwrite)
 
 
@@ -188,17 +196,29 @@ def _read(job: ImportJob, kind: str):
 
 
 def import_checkpoint(job: ImportJob) -> dict:
-    """Writes `job.model_dir` from the checkpoint; returns a summary (preset, fresh weights, vocabulary, ...)."""
+    """Writes `job.model_dir` from the checkpoint; returns a summary (preset, fresh weights, vocabulary, ...).
+    Raises `UserError` (a missing file too) with the message the command prints."""
     from commands.output_lock import model_dir_lock
     from models.convert.common import ConversionError
 
-    kind = _format(job.fmt)
-    if not job.checkpoint:
-        raise ConversionError("--checkpoint is required with --from")
-    if not os.path.exists(job.checkpoint) and not os.path.exists(job.checkpoint + ".index"):
-        raise ConversionError(f"checkpoint not found: {job.checkpoint}")
-    with model_dir_lock(job.model_dir, run="run"):  # a training or another conversion into it is refused
-        return _import_checkpoint(job, kind)
+    with _missing_files_as_user_errors():
+        kind = _format(job.fmt)
+        if not job.checkpoint:
+            raise ConversionError("--checkpoint is required with --from")
+        if not os.path.exists(job.checkpoint) and not os.path.exists(job.checkpoint + ".index"):
+            raise ConversionError(f"checkpoint not found: {job.checkpoint}")
+        with model_dir_lock(job.model_dir, run="run"):  # a training or another conversion into it is refused
+            return _import_checkpoint(job, kind)
+
+
+@contextlib.contextmanager
+def _missing_files_as_user_errors():
+    from models.convert.common import ConversionError
+
+    try:
+        yield
+    except FileNotFoundError as e:  # a missing model_dir, config or vocabulary: named in the message
+        raise ConversionError(str(e)) from e
 
 
 def _import_checkpoint(job: ImportJob, kind: str) -> dict:
@@ -239,16 +259,16 @@ def _import_checkpoint(job: ImportJob, kind: str) -> dict:
 def export_checkpoint(job: ExportJob) -> dict:
     """Writes the model_dir's latest weights in the format under `job.output`, exactly or not at all (a config
     field the format cannot carry, or an output folder that is not this format's to write, is refused
-    first); returns the files written."""
+    first); returns the files written. Raises `UserError` (a missing file too) with the command's message."""
     from commands.output_lock import OutputLock
     from models.convert.common import ConversionError
 
-    fmt, model_dir = job.fmt, job.model_dir
-    _format(fmt)
-    if not job.output:
-        raise ConversionError("--output is required with --to")
-    with OutputLock(job.output, "--output"):  # one run per folder: a second one is refused naming the first
-        return _export_checkpoint(job)
+    with _missing_files_as_user_errors():
+        _format(job.fmt)
+        if not job.output:
+            raise ConversionError("--output is required with --to")
+        with OutputLock(job.output, "--output"):  # one run per folder: a second one is refused naming the first
+            return _export_checkpoint(job)
 
 
 def _export_checkpoint(job: ExportJob) -> dict:
@@ -304,10 +324,6 @@ def main(argv=None) -> int:
             result = export_checkpoint(job)
             for part, why in result.get("not_written", {}).items():
                 print(f"not written: {part} ({why})", file=sys.stderr)
-    except FileNotFoundError as e:
-        from commands.user_errors import UserError
-
-        return exit_status(UserError(str(e)), args.verbose)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, args.verbose)
     print(json.dumps(result))

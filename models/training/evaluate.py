@@ -32,11 +32,13 @@ from models.training.train import corrupt_shard, distributed_dataset
 from models.training.train_job import STRATEGIES
 from models.training.trainer import Trainer, json_safe
 from preprocessing import readers
-from commands.user_errors import UserError, check_range, exit_status, require_dir, require_file, writable_file
+from commands.job_fields import COUNT, JobFieldError, checked
+from commands.user_errors import UserError, exit_status, require_dir, require_file, writable_file
 
 METRICS_FILE = "metrics.json"
 
 
+@checked({"steps": COUNT, "batch_size": COUNT})
 @dataclasses.dataclass(frozen=True)
 class EvaluateJob:
     """One evaluation of a model_dir's latest checkpoint; the fields are the command's flags.
@@ -48,7 +50,7 @@ class EvaluateJob:
       batch_size: default: the training batch size.
       strategy, tpu: as `TrainJob`'s.
 
-    Raises `UserError` for an unknown strategy.
+    Raises `JobFieldError` for a field of the wrong type, a count below 1 or an unknown strategy.
     """
 
     model_dir: str
@@ -60,14 +62,10 @@ class EvaluateJob:
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
-            raise UserError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
+            raise JobFieldError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
 
     def check(self) -> None:
-        """Ranges and paths, before any model is built; raises `UserError`."""
-        if self.steps is not None:
-            check_range("--steps", self.steps, 1)
-        if self.batch_size is not None:
-            check_range("--batch_size", self.batch_size, 1)
+        """The paths, before any model is built; raises `UserError`."""
         require_dir("--model_dir", self.model_dir)
         require_file("--model_dir", os.path.join(self.model_dir, families.CONFIG_FILE))
         writable_file("--model_dir", os.path.join(self.model_dir, METRICS_FILE))

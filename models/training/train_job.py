@@ -11,12 +11,26 @@ Example:
 
 import dataclasses
 
-from commands.user_errors import UserError
+from commands.job_fields import JobFieldError, Rule, checked, output_of
 from models import families
 from models.config import as_pairs
 
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "default")
 
+
+def field_names(allow_change) -> tuple[str, ...]:
+    """`--allow_change`'s values (a name, comma-separated names, or several of either) as names."""
+    items = (allow_change,) if isinstance(allow_change, str) else allow_change
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
+        raise TypeError("expected a name, or a tuple of names")
+    return tuple(f.strip() for item in items for f in item.split(",") if f.strip())
+
+
+RULES = {"overrides": Rule(convert=as_pairs), "allow_change": Rule(convert=field_names),
+         "model_dir": output_of("train_data", "eval_data")}
+
+
+@checked(RULES)
 
 @dataclasses.dataclass(frozen=True)
 class TrainJob:
@@ -36,7 +50,8 @@ class TrainJob:
       strategy: auto, tpu, multi_worker, mirrored or default (`distribute.make_strategy`); tpu: a TPU name or
         grpc:// address.
 
-    Raises `UserError` for an unknown model kind or strategy, or an override string without `=`.
+    Raises `JobFieldError` for a field of the wrong type, an unknown model kind or strategy, an override
+    string without `=`, or a model_dir that is (or is inside, or matches) the data.
     """
 
     train_data: str
@@ -51,15 +66,10 @@ class TrainJob:
     tpu: str | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "overrides", as_pairs(self.overrides))
-        if isinstance(self.allow_change, str):
-            object.__setattr__(self, "allow_change", (self.allow_change,))
-        object.__setattr__(self, "allow_change", tuple(
-            f.strip() for item in self.allow_change for f in item.split(",") if f.strip()))
         if self.model is not None and self.model not in families.KINDS:
-            raise UserError(f"--model {self.model}: use one of {', '.join(families.KINDS)}")
+            raise JobFieldError(f"--model {self.model}: use one of {', '.join(families.KINDS)}")
         if self.strategy not in STRATEGIES:
-            raise UserError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
+            raise JobFieldError(f"--strategy {self.strategy}: use one of {', '.join(STRATEGIES)}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 
+from commands.job_fields import Rule, checked, output_of
 from commands.overwrite import EXPORT, refuse_links, refuse_other
 from commands.user_errors import UserError
 
@@ -27,6 +28,12 @@ class ExportError(UserError):
         super().__init__(message, status=code)
 
 
+def _check_version(version: int) -> None:
+    if version < 1:
+        raise ExportError(f"--version must be >= 1, got {version}")
+
+
+@checked({"version": Rule(check=_check_version), "export_dir": output_of("model_dir")})
 @dataclasses.dataclass(frozen=True)
 class ExportJob:
     """One export; the fields are the command's flags.
@@ -57,8 +64,6 @@ class ExportJob:
             problem = "is a file, not a folder" if tf.io.gfile.exists(self.model_dir) else "no such folder"
             raise ExportError(f"--model_dir {self.model_dir}: {problem}")
         writable_folder(self.export_dir, "--export_dir")
-        if self.version is not None and self.version < 1:
-            raise ExportError(f"--version must be >= 1, got {self.version}")
         if self.warmup_text is not None and os.path.exists(self.warmup_text) and \
                 not os.path.isfile(self.warmup_text):
             raise ExportError(f"--warmup_text {self.warmup_text} is a folder, not a text file")

@@ -45,15 +45,21 @@ def written(model_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize("fmt", ["hf_bert", "keras_hub"])
-def test_output_equal_to_model_dir_is_refused_and_the_run_stays_a_model_dir(model_dir, fmt, capsys):
-    before = _tree(model_dir)
+def test_output_in_a_model_dir_is_refused_and_the_run_stays_a_model_dir(model_dir, fmt, tmp_path, capsys):
+    other = random_model_dir(tmp_path / "other", "bert", num_layers=1, hidden_size=8, num_heads=2,
+                             intermediate_size=16)
+    before = _tree(model_dir), _tree(other)
     for more in ([], ["--overwrite"]):
-        assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", model_dir, *more) == 2
+        assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", other, *more) == 2
         line = one_error_line(capsys)
-        assert line.startswith(f"error: --output {model_dir} holds a training model_dir of models.training.train "
+        assert line.startswith(f"error: --output {other} holds a training model_dir of models.training.train "
                                f"(config.json, checkpoint), not a models.convert --to {fmt} run: give another "
                                f"--output"), line
-    assert _tree(model_dir) == before
+        for output, said in ((model_dir, "is"), (os.path.join(model_dir, "hf"), "is inside")):  # the job's own
+            assert convert_cli("--to", fmt, "--model_dir", model_dir, "--output", output, *more) == 2
+            assert one_error_line(capsys) == (f"error: --output {output} {said} --model_dir {model_dir}: the job "
+                                              f"would write where it reads; give another --output")
+    assert (_tree(model_dir), _tree(other)) == before
     assert families.read_config(model_dir)["model"] == "bert"  # still a model_dir that serving.export reads
 
 
@@ -113,15 +119,20 @@ def test_a_file_it_did_not_write_is_never_replaced(model_dir, tmp_path, capsys):
 
 
 def test_from_never_writes_a_model_dir_over_another_kind_of_output(written, capsys):
-    """`--model_dir` equal to the checkpoint's own folder: the converted config.json would replace HuggingFace's."""
-    for fmt, folder, held in (("hf_bert", written["hf_bert"], "a HuggingFace BERT checkpoint in the hf_bert format"),
-                              ("keras_hub", written["keras_hub"], "a keras-hub preset in the keras_hub format")):
-        before = _tree(folder)
-        assert convert_cli("--from", fmt, "--checkpoint", folder, "--model_dir", folder) == 2
+    """`--model_dir` holding another format's output, or equal to the checkpoint's own folder (the converted
+    config.json would replace HuggingFace's)."""
+    for fmt, other, held in (("hf_bert", "keras_hub", "a keras-hub preset in the keras_hub format"),
+                             ("keras_hub", "hf_bert", "a HuggingFace BERT checkpoint in the hf_bert format")):
+        checkpoint, folder = written[fmt], written[other]
+        before = _tree(checkpoint), _tree(folder)
+        assert convert_cli("--from", fmt, "--checkpoint", checkpoint, "--model_dir", folder) == 2
         line = one_error_line(capsys)
         assert line.startswith(f"error: --model_dir {folder} holds {held} (config.json, "), line
         assert line.endswith("not a model_dir: give another --model_dir"), line
-        assert _tree(folder) == before
+        assert convert_cli("--from", fmt, "--checkpoint", checkpoint, "--model_dir", checkpoint) == 2
+        assert one_error_line(capsys) == (f"error: --model_dir {checkpoint} is --checkpoint {checkpoint}: the job "
+                                          f"would write where it reads; give another --model_dir")
+        assert (_tree(checkpoint), _tree(folder)) == before
 
 
 def test_flags_of_the_other_direction_are_refused(model_dir, written, tmp_path, capsys):

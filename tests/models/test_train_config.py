@@ -51,6 +51,7 @@ def test_overrides_from_python_take_typed_values_and_refuse_other_types():
 
 
 def test_a_train_job_keeps_its_overrides_as_pairs_and_refuses_what_no_flag_allows():
+    from commands.job_fields import JobFieldError
     from commands.user_errors import UserError
     from models.training.train_job import TrainJob
 
@@ -59,7 +60,7 @@ def test_a_train_job_keeps_its_overrides_as_pairs_and_refuses_what_no_flag_allow
     assert job.overrides == (("train_steps", "4"), ("model.dropout", "0"))
     assert job.allow_change == ("learning_rate", "batch_size", "seed")
     assert TrainJob(train_data="d/*", model_dir="m", overrides={"train_steps": 4}).overrides == (("train_steps", 4),)
-    with pytest.raises(OverrideError, match="expected key=value"):
+    with pytest.raises(JobFieldError, match="expected key=value"):
         TrainJob(train_data="d/*", model_dir="m", overrides=["train_steps"])
     with pytest.raises(UserError, match="--strategy tpus: use one of auto, tpu"):
         TrainJob(train_data="d/*", model_dir="m", strategy="tpus")

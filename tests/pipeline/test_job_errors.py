@@ -64,15 +64,16 @@ def test_pretraining_parameters_are_range_checked_before_any_work(corpus, bert_v
 
 
 def test_pretraining_paths_are_checked(corpus, bert_vocab_path, tmp_path, capsys):
-    a_file = tmp_path / "a_file"
+    a_file, a_folder = tmp_path / "a_file", tmp_path / "a_folder"
     a_file.write_text("x")
+    a_folder.mkdir()
     base = ["--model", "gpt", "--runner", "FnApiRunner"]
     cases = [(["--input", corpus, "--vocab", bert_vocab_path, "--output_dir", str(a_file)],
               f"--output_dir {a_file} is a file"),
              (["--input", corpus, "--vocab", str(tmp_path), "--output_dir", str(tmp_path / "o")],
               f"--vocab {tmp_path} is a folder"),
-             (["--input", str(tmp_path), "--vocab", bert_vocab_path, "--output_dir", str(tmp_path / "o")],
-              f"--input {tmp_path} is a folder; give a file pattern")]
+             (["--input", str(a_folder), "--vocab", bert_vocab_path, "--output_dir", str(tmp_path / "o")],
+              f"--input {a_folder} is a folder; give a file pattern")]
     for args, message in cases:
         assert pretraining_data.main(base + args) == 2
         assert message in last_error(capsys.readouterr().err)

@@ -264,14 +264,18 @@ def test_an_export_into_a_model_dir_is_refused_naming_it(tmp_path, capsys):
     from tests.models.test_convert import random_model_dir
 
     model_dir = random_model_dir(tmp_path / "md", "gpt", num_layers=1, hidden_size=8, num_heads=2, intermediate_size=32)
-    before = _tree(model_dir)
+    other = random_model_dir(tmp_path / "other", "gpt", num_layers=1, hidden_size=8, num_heads=2, intermediate_size=32)
+    before = _tree(model_dir), _tree(other)
     for more in ([], ["--overwrite"]):
-        assert export.main(["--model_dir", model_dir, "--export_dir", model_dir, *more]) == 2
+        assert export.main(["--model_dir", model_dir, "--export_dir", other, *more]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith(f"error: --export_dir {model_dir} holds a training model_dir of models.training.train "
+        assert err.startswith(f"error: --export_dir {other} holds a training model_dir of models.training.train "
                               f"(config.json, checkpoint), not a serving.export run: give another --export_dir"), err
         assert len(err.splitlines()) == 1
-    assert _tree(model_dir) == before
+        assert export.main(["--model_dir", model_dir, "--export_dir", model_dir, *more]) == 2  # its own: the job
+        assert capsys.readouterr().err == (f"error: --export_dir {model_dir} is --model_dir {model_dir}: the job "
+                                           f"would write where it reads; give another --export_dir\n")
+    assert (_tree(model_dir), _tree(other)) == before
 
 
 def test_a_model_dir_whose_config_is_not_ours_is_named_by_what_it_holds(tmp_path, capsys):
