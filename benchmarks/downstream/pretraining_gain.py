@@ -18,12 +18,17 @@ random) with its standard error; records the gains in `benchmarks/results/pretra
 runs are reused from `--out_dir`. Three kinds, 3 seeds: about 40 minutes (AMD EPYC, AVX2, 2 cores).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import subprocess
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.finetune_recipes import RUNS
 from benchmarks.lib.model_dirs import random_model_dir
 from benchmarks.lib.proc import ROOT, child_env, last_json
@@ -51,6 +56,7 @@ def finetune(model_dir: str, recipe: list[str], seed: int, tasks: str, out: str)
     return metrics
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo_dir", required=True)
