@@ -8,10 +8,10 @@ it (the command's own, and a local Beam job's workers):
     `WARNING: All log messages before absl::InitializeLog() ...`, oneDNN's notice, "Could not find cuda
     drivers", the CPU-instructions notice; at the first device query, `E... cuda_platform.cc] failed call to
     cuInit` (an error line);
-  - later, where oneDNN is on (TensorFlow turns it on by default on CPUs with AVX-512): `E... util.cc] oneDNN
-    supports DT_INT64 only on platforms with AVX-512. Falling back ...`, once per process, when a graph with
-    int64 ops is optimised (a module loaded by `downstream.embed`, by each of its workers): an error line,
-    which `TF_CPP_MIN_LOG_LEVEL=2` does not hide.
+  - later, where oneDNN is on (by default on CPUs with AVX-512's VNNI, BF16 or AMX; `TF_ENABLE_ONEDNN_OPTS=1`
+    elsewhere): `E... util.cc] oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back ...`,
+    once per process, when a graph with int64 ops is optimised (a module loaded by `downstream.embed`, by
+    each of its workers): an error line, which `TF_CPP_MIN_LOG_LEVEL=2` does not hide.
 tensorflow_hub adds a `pkg_resources is deprecated` warning.
 
 - `quiet_tensorflow_startup()` (idempotent, cheap: TF is not imported here): `TF_CPP_MIN_LOG_LEVEL=2` unless

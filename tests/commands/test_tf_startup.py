@@ -81,7 +81,7 @@ def test_the_start_up_call_silences_tensorflow_and_tensorflow_hub():
 
 # A command whose main loads TensorFlow and starts a child that loads it too (as Beam's local workers do);
 # each runs a graph with an int64 transpose, which oneDNN declines with an error line once per process.
-# TF_ENABLE_ONEDNN_OPTS=1: oneDNN on, as TensorFlow turns it on by default on CPUs with AVX-512 only, so
+# TF_ENABLE_ONEDNN_OPTS=1: oneDNN on, as TensorFlow turns it on by default on AVX-512 CPUs only (VNNI, BF16), so
 # that the notice comes on any CPU.
 COMMAND = """
 import subprocess, sys
