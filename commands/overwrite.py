@@ -14,11 +14,20 @@ line (`UserError`):
   - a folder that holds an earlier run of this command, without `--overwrite`;
   - an output folder that is the folder of an input file, or that the input pattern reaches into (a
     rerun would read this run's outputs as its input), or that is (inside) an input folder such as
-    fine-tuning's `--module`.
-The command calls `Plan.remove()` only once every check has passed, just before it writes: it removes the
-earlier run's own outputs (the files its record lists, the record and its fixed companions) and this
-command's own unfinished leftovers (hidden `.incomplete` files, `.staging-*` folders), the record first, so
-a half-cleared folder never looks finished. Nothing else in the folder is touched.
+    fine-tuning's `--module`;
+  - a record that lists anything but the plain name of a file beside it that its command writes (`../../x`,
+    an absolute path, `sub/x`, a name such as `notes.txt` that the command never writes); a symbolic link
+    or a folder where the command writes or would remove a file (an output linked to the input or into a
+    model_dir; the user's `sub/`): a run never writes through a link nor removes one, and `--overwrite`
+    removes no folder but the command's own (fine-tuning's `model/`, a staging folder);
+  - for a command without a record (fine-tuning), its names without the files that mark its run
+    (`marks`): the user's own `model/`, not an earlier fine-tuning.
+Every check is made under the folder's lock (`commands.output_lock`), which the command takes first: no
+other run writes into the folder meanwhile. The command calls `Plan.remove()` only once every check has
+passed, just before it writes: it removes the earlier run's own outputs (the files its record lists, the
+record and its fixed companions) and this command's own unfinished leftovers (hidden `.incomplete` files,
+`.staging-*` folders), the record first, so a half-cleared folder never looks finished. Nothing else in the
+folder is touched. `serving.export` refuses links where it writes with `refuse_links`.
 
 Example:
     plan = overwrite.plan(args.output_dir, overwrite.CLEAN, args.overwrite, input_files=files)
@@ -33,6 +42,7 @@ import re
 import shutil
 from typing import Callable
 
+from commands.output_lock import TRAIN_LOCK
 from commands.user_errors import UserError
 
 
@@ -48,6 +58,9 @@ class OutputKind:
       is_record: tells this command's record from another command's file of the same name.
       companions: names written with the record by every run (a report's `.md`).
       fixed: names the command always writes (fine-tuning's `model/`, `serving/`, ...).
+      folders: those of its names that are folders (fine-tuning's `model/`, `serving/`); every other name it
+        writes or removes is a file.
+      outputs: a regular expression of the names its record may list (the files the command writes).
       leftovers: a regular expression of this command's own files of an unfinished run (no record yet).
       marks: without a record, names that mark a run of this kind to another command (fine-tuning's
         `finetune_config.json`; a `model/` folder alone is anybody's).
@@ -67,6 +80,8 @@ class OutputKind:
     is_record: Callable[[dict], bool] = lambda record: True
     companions: tuple[str, ...] = ()
     fixed: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    outputs: str = r"(?!)"
     leftovers: str = r"(?!)"
     marks: tuple[str, ...] = ()
     debris: str = r"(?!)"
@@ -105,18 +120,20 @@ def _incomplete(prefix: str) -> str:
 
 CLEAN = OutputKind("pipeline.clean", "already holds a run of pipeline.clean", "clean_report.json",
                    listed=lambda r: list(r.get("files", [])), is_record=lambda r: "counters" in r,
-                   companions=("clean_report.md",), debris=r"\.\d{5}-.+\.incomplete")
+                   companions=("clean_report.md",), outputs=r"\d{5}-.+", debris=r"\.\d{5}-.+\.incomplete")
 PRETRAINING_DATA = OutputKind(
     "pipeline.pretraining_data", "already holds a run of pipeline.pretraining_data", "metadata.json",
     listed=lambda r: list(r.get("files", [])), is_record=lambda r: "schema_version" in r,
-    companions=("vocab.txt", "cleaning.json", "cleaning.md"), leftovers=_shards("(bert|gpt|bilm)"),
-    debris=_incomplete("(bert|gpt|bilm)"))
+    companions=("vocab.txt", "cleaning.json", "cleaning.md"), outputs=_shards("(bert|gpt|bilm)"),
+    leftovers=_shards("(bert|gpt|bilm)"), debris=_incomplete("(bert|gpt|bilm)"))
 EMBED = OutputKind("downstream.embed", "already holds a run of downstream.embed", "metadata.json",
                    listed=lambda r: list(r.get("files", [])), is_record=lambda r: "module" in r and "choices" in r,
-                   leftovers=_shards("embeddings"), debris=r"\.staging-[0-9a-f]{12}|" + _incomplete("embeddings"))
+                   outputs=_shards("embeddings"), leftovers=_shards("embeddings"),
+                   debris=r"\.staging-[0-9a-f]{12}|" + _incomplete("embeddings"))
 FINETUNE = OutputKind("downstream.finetune", "holds an earlier fine-tuning",
                       fixed=("model", "serving", "metrics.json", "finetune_config.json", "labels.json",
-                             "predictions.json"), marks=("finetune_config.json", "labels.json"))
+                             "predictions.json"), folders=("model", "serving"),
+                      marks=("finetune_config.json", "labels.json"))
 
 
 def _export_files(folder: str, names: set[str]) -> list[str]:
@@ -126,8 +143,8 @@ def _export_files(folder: str, names: set[str]) -> list[str]:
 
 
 def _model_dir_files(folder: str, names: set[str]) -> list[str]:
-    if "config.json" in names and ({"checkpoint", ".train.lock"} & names or any(n.startswith("ckpt-") for n in names)):
-        return ["config.json"] + sorted({"checkpoint", ".train.lock"} & names)
+    if "config.json" in names and ({"checkpoint", TRAIN_LOCK} & names or any(n.startswith("ckpt-") for n in names)):
+        return ["config.json"] + sorted({"checkpoint", TRAIN_LOCK} & names)
     return []
 
 
@@ -138,10 +155,11 @@ MODEL_DIR = OutputKind("models.training.train", "holds a model_dir",
                        evidence=_model_dir_files)
 
 
-def _converted(fmt: str, what: str, record: str, is_record: Callable[[dict], bool], companions: tuple[str, ...]):
+def _converted(fmt: str, what: str, record: str, is_record: Callable[[dict], bool], companions: tuple[str, ...],
+               folders: tuple[str, ...] = ()):
     """What `models.convert --to fmt` writes: the format's config file as the record, its other files beside."""
     return OutputKind(f"models.convert --to {fmt}", f"already holds {what}", record, is_record=is_record,
-                      companions=companions, debris=r"\.convert-staging-[0-9a-f]{12}",
+                      companions=companions, folders=folders, debris=r"\.convert-staging-[0-9a-f]{12}",
                       holds=f"{what} in the {fmt} format")
 
 
@@ -160,7 +178,8 @@ BERT_TF1 = _converted("bert_tf1", "a google-research BERT checkpoint", "bert_con
                       lambda r: "num_hidden_layers" in r and "model_type" not in r,
                       ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "checkpoint", "vocab.txt"))
 KERAS_HUB = _converted("keras_hub", "a keras-hub preset", "config.json", _keras_hub_object,
-                       ("assets", "metadata.json", "model.weights.h5", "preprocessor.json", "tokenizer.json"))
+                       ("assets", "metadata.json", "model.weights.h5", "preprocessor.json", "tokenizer.json"),
+                       folders=("assets",))
 BILM_HDF5 = _converted("bilm_hdf5", "a bilm-tf checkpoint", "options.json",
                        lambda r: "lstm" in r and "char_cnn" in r, ("vocab.txt", "weights.hdf5"))
 CONVERTED = {"hf_bert": HF_BERT, "hf_gpt": HF_GPT, "bert_tf1": BERT_TF1, "keras_hub": KERAS_HUB,
@@ -288,8 +307,15 @@ def plan(output_dir: str, kind: OutputKind, overwrite: bool, input_files=(), rea
         return Plan(output_dir, ())
     own = _own_names(output_dir, names, kind)
     debris = sorted(n for n in names if re.fullmatch(kind.debris, n))
+    record = kind.finished(output_dir, names)
+    refuse_unsafe(output_dir, kind, names, record, own + debris, flag)
     if not own:
         return Plan(output_dir, tuple(debris))
+    if kind.marks and record is None and not set(kind.marks) & names:
+        shown = ", ".join(own[:3]) + (", ..." if len(own) > 3 else "")
+        raise UserError(f"{flag} {output_dir} holds {shown}, which no {kind.command} run wrote (there is no "
+                        f"{kind.marks[0]}): {kind.command} never replaces what it did not write; move "
+                        f"{'it' if len(own) == 1 else 'them'} away, or use another {flag}")
     inputs = {os.path.abspath(f) for f in input_files if _is_local(f)}
     clash = [n for n in own if os.path.abspath(os.path.join(output_dir, n)) in inputs]
     if clash:
@@ -300,6 +326,43 @@ def plan(output_dir: str, kind: OutputKind, overwrite: bool, input_files=(), rea
         raise UserError(f"{flag} {output_dir} {kind.earlier} ({shown}): pass --overwrite to replace it, or use "
                         f"another {flag}")
     return Plan(output_dir, tuple(own + debris))
+
+
+def refuse_unsafe(output_dir: str, kind: OutputKind, names: set[str], record: dict | None, removed: list[str],
+                  flag: str = "--output_dir") -> None:
+    """Raises `UserError` for what `kind`'s run may neither remove nor write through in `output_dir` (holding
+    `names`; `record`: its finished run's record, or None; `removed`: what `--overwrite` would remove): a
+    record entry that is no plain name of a file beside the record (`../../x`, an absolute path), or that
+    the command never writes; a symbolic link among the command's names, the record's or `removed`; a folder
+    among them that is none of the command's own folders."""
+    listed = kind.listed(record) if record is not None else []
+    for entry in listed:
+        if not (isinstance(entry, str) and _plain_name(entry)):
+            raise UserError(f"{flag} {output_dir}: its {kind.record} lists {entry!r}, which is not a file name of "
+                            f"this folder (a record names only files beside it): remove {kind.record} if no "
+                            f"{kind.command} run wrote it, or use another {flag}")
+    if _is_local(output_dir):
+        touched = sorted((set(kind.names) | set(listed) | set(removed)) & names)
+        refuse_links(output_dir, touched, kind.command, flag)
+        for name in touched:
+            path = os.path.join(output_dir, name)
+            if os.path.isdir(path) and name not in kind.folders and not re.fullmatch(kind.debris, name):
+                raise UserError(f"{flag} {output_dir}: {name} is a folder, which {kind.command} never writes nor "
+                                f"removes; move it away, or use another {flag}")
+    for entry in listed:
+        if not re.fullmatch(kind.outputs, entry):
+            raise UserError(f"{flag} {output_dir}: its {kind.record} lists {entry!r}, which {kind.command} never "
+                            f"writes: remove {kind.record} if no {kind.command} run wrote it, or use another {flag}")
+
+
+def refuse_links(folder: str, names, command: str, flag: str = "--output_dir") -> None:
+    """Raises `UserError` when one of `names` (paths in the local `folder`, which `command` writes, replaces or
+    removes) is a symbolic link: written through, it would change what it points to (an input, a model_dir)."""
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.islink(path):
+            raise UserError(f"{flag} {folder}: {name} is a symbolic link (to {os.readlink(path)}): {command} never "
+                            f"writes through a link nor removes one; move it away, or use another {flag}")
 
 
 def refuse_other(output_dir: str, kind: OutputKind, overwrite: bool = False, flag: str = "--output_dir") -> set[str]:

@@ -27,8 +27,9 @@ invalid UTF-8. `--bad_lines skip` also drops every line that cannot be embedded 
 Output: the shards and metadata.json are written under `DIR/.staging-RUNID/` and moved into DIR at the
 end, metadata.json last, so a failed run leaves only a hidden staging folder (the next run removes it).
 `--overwrite` keeps every command's contract (`commands.overwrite`: only the earlier run's listed
-files; another kind of output, the `--module` folder or an input file's folder refused). SIGTERM stops the
-local workers before anything else (exit status 143). See docs/embed.md and docs/limits.md.
+files; another kind of output, the `--module` folder or an input file's folder refused). One run at a time:
+the run holds the folder's lock (`commands.output_lock`), and a second one is refused naming the first.
+SIGTERM stops the local workers before anything else (exit status 143). See docs/embed.md and docs/limits.md.
 
 The same job from Python is one call on an `EmbedJob` (`embed_job.py`), whose fields are the flags (what the
 vectors are: `config`, an `embed_model.EmbedConfig`; Beam's options, `--verbose`, `--progress_seconds`:
@@ -65,6 +66,7 @@ from pipeline import beam_job, corpus_io, progress
 from pipeline.beam_options import Counts, split_counts, total
 from pipeline.shard_writer import METADATA, ShardWriter
 from commands import overwrite
+from commands.output_lock import OutputLock
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
 from commands.tf_startup import quiet_command
@@ -285,6 +287,14 @@ def run(job: EmbedJob) -> EmbedResult:
     """Runs `job` to its end and returns what it wrote, printing the command's lines on stderr. Raises
     `UserError` (bad flags, input, module or output folder) or `pipeline.termination.Terminated` (SIGTERM):
     a failed run leaves only its hidden staging folder."""
+    job.check()
+    writable_dir("--output_dir", job.output_dir)
+    with OutputLock(job.output_dir):  # one run per folder: its shards and its metadata.json, never another's
+        return _run(job)
+
+
+def _run(job: EmbedJob) -> EmbedResult:
+    """`run` under the output folder's lock: the job prepared, the folder cleared (`--overwrite`), written."""
     files, metadata = prepare(job)
     print(f"embed: {metadata['module']['kind']} {job.config.module}, {len(files)} file(s) -> {job.output_dir}",
           file=sys.stderr)

@@ -83,11 +83,11 @@ def run_pipeline(build: Callable[[beam.Pipeline, str | None], None], options: Ru
 def command(job: str, verbose: bool, call: Callable[[], object],
             removed: str = "this run's output was removed") -> int:
     """A job's command after its flags are parsed: `call()`, then exit status 0; `error: <message>` and 2 for a
-    user error; `JOB: stopped by signal N; <removed>` and 128 + N for a signal; any other exception propagates
-    with its traceback."""
+    user error; `JOB: stopped by signal N; <removed>` and 128 + N for a signal (SIGINT outside the pipeline:
+    `KeyboardInterrupt`); any other exception propagates with its traceback."""
     try:
         call()
-    except Terminated as e:
+    except (Terminated, KeyboardInterrupt) as e:
         return stopped(job, e, removed)
     except Exception as e:  # noqa: BLE001 - user errors become one line, others keep their traceback
         return exit_status(e, verbose)

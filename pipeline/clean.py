@@ -12,9 +12,11 @@ them, written last (a folder without it is an unfinished run), and one summary l
 byte-identical on every runner. The same cleaning runs inside `pipeline.vocab` and
 `pipeline.pretraining_data` with the same flags.
 
-`--overwrite` (`commands.overwrite`, every command's one contract) removes, once every check has passed,
-the earlier run's report and the cleaned files it lists, nothing else; an output folder holding another kind
-of output, or that an input file sits in (a rerun would read its own output), is refused. A failed or stopped
+One run at a time: the run holds the folder's lock (`commands.output_lock`); a second run into it is refused
+naming the first. `--overwrite` (`commands.overwrite`, every command's one contract) removes, once every
+check has passed, the earlier run's report and the cleaned files it lists, nothing else; an output folder
+holding another kind of output, or that an input file sits in (a rerun would read its own output), is
+refused. A failed or stopped
 run (SIGTERM: its local workers stopped first) leaves none of its files; exit status 128 + N on signal N.
 
 The same job from Python is one call on a `CleanJob`, which holds what the flags say:
@@ -42,6 +44,7 @@ from pipeline.clean_report import Cleaning, CleanPlan
 from pipeline.cleaning import CleanDocuments, read_heldout
 from pipeline.documents import ReadDocuments
 from commands import overwrite
+from commands.output_lock import OutputLock
 from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, writable_dir
 
@@ -134,7 +137,6 @@ def build_pipeline(p, job: CleanJob, files: list[str], cleaning: CleanPlan) -> N
 
 def _plan_output(job: CleanJob, files: list[str], heldout: tuple[str, ...]) -> overwrite.Plan:
     """What `--overwrite` removes; `UserError` for an output folder this run may not write into."""
-    writable_dir("--output_dir", job.output_dir)
     earlier = overwrite.plan(job.output_dir, overwrite.CLEAN, job.overwrite, input_files=files + list(heldout),
                              reads=corpus_io.pattern_reads(job.input))
     names = [output_name(i, f) for i, f in enumerate(files)]
@@ -152,6 +154,13 @@ def run(job: CleanJob) -> CleanResult:
     job.run_options.check()
     files = corpus_io.check_pattern(job.input)
     cleaning = clean_report.plan(job.cleaning, files)
+    writable_dir("--output_dir", job.output_dir)
+    with OutputLock(job.output_dir):  # one run per folder: its files and its report, never another's
+        return _run(job, files, cleaning)
+
+
+def _run(job: CleanJob, files: list[str], cleaning: CleanPlan) -> CleanResult:
+    """`run` under the output folder's lock: the folder checked, cleared (`--overwrite`), written."""
     earlier = _plan_output(job, files, cleaning.heldout)
     local = "://" not in job.output_dir
     created = local and not os.path.exists(job.output_dir)

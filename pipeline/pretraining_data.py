@@ -18,6 +18,9 @@ One bucket is one output shard: `--num_shards`, or `ceil(documents / docs_per_bu
 the corpus: the largest unit is a bucket of tokenized documents, and examples are streamed to the shard.
 The output is byte-identical for the same input and seed whatever the runner or worker count.
 
+One run at a time: the run holds the output folder's lock (`commands.output_lock`); a second run into it is
+refused naming the first, and one into a folder holding another run needs `--overwrite` (`commands.overwrite`).
+
 The same job from Python is one call on a `PretrainingDataJob` (`pipeline.pretraining_job`), which holds
 what the flags say:
 
@@ -47,6 +50,7 @@ from pipeline.example_makers import ExampleConfig, MakeExamples, TokenizeDocumen
 from pipeline.pretraining_job import MASKING, MODELS, PretrainingDataJob
 from pipeline.shard_writer import write_failed
 from commands import overwrite
+from commands.output_lock import OutputLock
 from preprocessing.metadata import VOCAB_FILE, DatasetMetadata
 from commands.tf_startup import quiet_command
 from commands.user_errors import UserError
@@ -153,6 +157,13 @@ def run(job: PretrainingDataJob) -> PretrainingDataResult:
     """Runs `job` to its end and returns what it wrote, printing the command's lines on stderr. Raises
     `UserError` (bad flags or input, a full disk) or `termination.Terminated` (SIGTERM): a failed run leaves
     nothing that looks like output."""
+    job.check()
+    with OutputLock(job.output_dir):  # one run per folder: its shards and its metadata.json, never another's
+        return _run(job)
+
+
+def _run(job: PretrainingDataJob) -> PretrainingDataResult:
+    """`run` under the output folder's lock: the job resolved, the folder cleared (`--overwrite`), written."""
     resolved = resolve(job)
     created = not tf.io.gfile.exists(job.output_dir)
     tf.io.gfile.makedirs(job.output_dir)

@@ -1,8 +1,11 @@
-"""A data job stopped by SIGTERM cleans up as one stopped by Ctrl-C does.
+"""A data job stopped by a signal cleans up, stops its local workers, and says so in one line.
 
-Python turns SIGINT into `KeyboardInterrupt`, which the jobs' clean-up catches; SIGTERM (what `kill`,
-schedulers and containers send) ends the process at once by default, leaving full-named shards and
-`vocab.txt` behind. `terminate_raises` makes SIGTERM raise `Terminated` in the main thread instead. The
+SIGTERM (what `kill`, schedulers and containers send) ends the process at once by default, leaving
+full-named shards and `vocab.txt` behind, and Python turns SIGINT (Ctrl-C) into `KeyboardInterrupt`, which
+Beam re-raises from a step as a `RuntimeError` (it has no message to add the step's name to).
+`terminate_raises` makes both raise `Terminated` in the main thread instead (SIGINT only where its default
+action is in force: a process started in the background ignores it). A step re-raises it as `Terminated`
+with the step named in its message; the signal's number is read back from that message. The
 local multi-processing runner's workers are child processes that a `kill PID` does not reach (Ctrl-C in a
 terminal reaches the whole process group): `stop_new_children` stops those the job started, before the
 clean-up, so that none renames a finished shard into place afterwards. Linux (`/proc`); elsewhere it
@@ -14,6 +17,7 @@ stops nothing. `stopping_workers(cleanup)` is that sequence for a job's run, the
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,12 +25,18 @@ import time
 
 
 class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM under `terminate_raises` (a BaseException, as KeyboardInterrupt:
-    `except Exception` does not swallow it)."""
+    """Raised in the main thread by SIGTERM (or SIGINT) under `terminate_raises` (a BaseException, as
+    KeyboardInterrupt: `except Exception` does not swallow it).
 
-    def __init__(self, signum: int):
-        super().__init__(f"stopped by signal {signum}")
-        self.signum = signum
+    Args:
+      signum: the signal's number, or a message that names it (`stopped by signal 15 [while running 'X']`:
+        Beam re-raises an error from a step as `type(error)(message + step)`)."""
+
+    def __init__(self, signum: "int | str"):
+        message = signum if isinstance(signum, str) else f"stopped by signal {int(signum)}"
+        super().__init__(message)
+        named = re.search(r"stopped by signal (\d+)", message)
+        self.signum = int(named.group(1)) if named else int(signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -40,6 +50,7 @@ def terminate_raises():
     reading it stops the job's workers (SIGTERM and SIGINT), the main thread's wait ends, and the Python
     handler raises."""
     def handler(signum, frame):
+        _quieten()  # before the raise: a step's runner logs what it re-raises
         raise Terminated(signum)
 
     before = descendants()
@@ -48,6 +59,9 @@ def terminate_raises():
     except ValueError:  # not the main thread
         yield before
         return
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, handler)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd)
@@ -61,6 +75,8 @@ def terminate_raises():
     finally:
         signal.set_wakeup_fd(previous_fd)
         signal.signal(signal.SIGTERM, previous)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)
         os.close(write_fd)  # the watcher reads what is left, then end-of-file, and returns
         watcher.join()
         os.close(read_fd)
@@ -78,9 +94,15 @@ def _watch(read_fd: int, before: set[int], signalled: list) -> None:
             return
         if signal.SIGTERM in data or signal.SIGINT in data:
             signalled.append(True)
-            threading.excepthook = _quiet  # the runner's threads fail as their workers go: not news
-            logging.disable(logging.ERROR)  # nor what they log about it (data plane, gRPC): the job says one line
+            _quieten()
             stop_new_children(before)
+
+
+def _quieten() -> None:
+    """After a signal: the runner's threads fail as their workers go, which is not news, nor what they log
+    about it (data plane, gRPC, a step's error): the job says one line."""
+    threading.excepthook = _quiet
+    logging.disable(logging.ERROR)
 
 
 def _quiet(args) -> None:
@@ -103,10 +125,12 @@ def stopping_workers(cleanup=lambda: None):
         raise
 
 
-def stopped(job: str, error: Terminated, removed: str = "this run's output was removed") -> int:
-    """Prints the one line of a job stopped by a signal; returns its exit status, 128 + the signal."""
-    print(f"{job}: stopped by signal {error.signum}; {removed}", file=sys.stderr)
-    return 128 + error.signum
+def stopped(job: str, error: "Terminated | KeyboardInterrupt", removed: str = "this run's output was removed") -> int:
+    """Prints the one line of a job stopped by a signal (a `KeyboardInterrupt`: SIGINT); returns its exit
+    status, 128 + the signal."""
+    signum = error.signum if isinstance(error, Terminated) else int(signal.SIGINT)
+    print(f"{job}: stopped by signal {signum}; {removed}", file=sys.stderr)
+    return 128 + signum
 
 
 def descendants(pid: int | None = None) -> set[int]:

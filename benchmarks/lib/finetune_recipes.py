@@ -1,5 +1,5 @@
 """The fine-tuning recipes of the demo's exports per task and model (`benchmarks.downstream.finetune` runs
-them all, `benchmarks.downstream.pretraining_gain` the SST-2 ones)."""
+them all)."""
 
 # name: (task, module, train file, eval file, overrides, metric)
 RUNS = {

@@ -1,7 +1,7 @@
 """Fine-tune an exported BERT, GPT or biLM module on a labelled task, through `hub.KerasLayer`.
 
     python -m downstream.finetune --task {classify,pair,tag,squad,choice} (--module PATH | --model_dir RUN) \\
-        --train FILE --eval FILE --output_dir DIR [--overwrite] [--set key=value ...]
+        --train FILE --eval FILE [--validation FILE] --output_dir DIR [--overwrite] [--set key=value ...]
 
 `--module`: an export dir (`serving.export`'s `--export_dir`) or a hub module dir; `--model_dir`: a
 pretraining run, exported to a temporary folder first (the same code path). File formats:
@@ -37,6 +37,8 @@ def parse_args(argv):
     source.add_argument("--model_dir", help="a pretraining run (exported to a temporary folder first)")
     parser.add_argument("--train", required=True)
     parser.add_argument("--eval", required=True)
+    parser.add_argument("--validation", help="a validation file that picks epochs and rates (else "
+                        "--set validation_fraction=0.1 carves one from --train)")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier fine-tuning in --output_dir")
@@ -46,7 +48,7 @@ def parse_args(argv):
 def job_from_args(args) -> FinetuneJob:
     """The parsed flags as the job; `--set` overrides `FinetuneConfig`'s defaults."""
     return FinetuneJob(task=args.task, train=args.train, eval=args.eval, output_dir=args.output_dir,
-                       module=args.module, model_dir=args.model_dir,
+                       module=args.module, model_dir=args.model_dir, validation=args.validation,
                        config=apply_overrides(FinetuneConfig(), args.overrides), overwrite=args.overwrite)
 
 

@@ -37,6 +37,21 @@ class FinetuneConfig:
         tagger on its own word vectors only).
       eval_batch_size: examples per prediction batch in evaluation.
       seed: head initialisation, dropout, data order.
+      validation_fraction: the share of the training file held out as the validation split (by a stable hash
+        of each example's text, the same split for every module, rate and seed; `selection.py`); 0: none,
+        unless the job gives a validation file. With a validation split, each epoch is scored on it and the
+        best epoch's weights are kept.
+      patience: stop after this many epochs without a better validation score (0: train every epoch).
+      learning_rates: a grid of peak rates (for example `1e-4,3e-4,1e-3,3e-3`): one run per rate, the one
+        with the best validation score kept (needs a validation split); empty: `learning_rate` alone.
+      select_on: the validation metric that picks epochs and rates (empty: the task's, `tasks.py`:
+        accuracy, or F1 for SQuAD); `f1` for entity tagging.
+      bert_pooling: what BERT's sentence heads read: `pooled` (the module's `pooled_output`, its pooler trained
+        with next-sentence prediction), `cls` (a fresh dense tanh pooler on `[CLS]`) or `mean` (the mean of
+        `sequence_output` over real tokens).
+      bilm_task_model: the biLM classifier's task model: `mean` (the scalar mix mean-pooled over words, one
+        hidden layer) or `bilstm` (Peters et al.'s task models: a BiLSTM over the task's own word vectors
+        beside ELMo, max-pooled; `elmo=false` is the same network without the biLM).
     """
 
     epochs: int = 3
@@ -63,6 +78,12 @@ class FinetuneConfig:
     elmo: bool = True
     eval_batch_size: int = 64
     seed: int = 42
+    validation_fraction: float = 0.0
+    patience: int = 0
+    learning_rates: tuple[float, ...] = ()
+    select_on: str = ""
+    bert_pooling: str = "pooled"
+    bilm_task_model: str = "mean"
 
     def __post_init__(self):
         if self.gpt_pair not in ("entail", "similarity"):
@@ -70,6 +91,21 @@ class FinetuneConfig:
         for name in ("epochs", "batch_size", "max_seq_length", "doc_stride", "n_best", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise UserError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.patience < 0:
+            raise UserError(f"patience must be >= 0, got {self.patience}")
+        if any(not rate > 0 for rate in self.learning_rates):
+            raise UserError(f"learning_rates must all be > 0, got {','.join(map(str, self.learning_rates))}")
+        if self.bert_pooling not in ("pooled", "cls", "mean"):
+            raise UserError(f"bert_pooling must be pooled, cls or mean, got {self.bert_pooling!r}")
+        if self.bilm_task_model not in ("mean", "bilstm"):
+            raise UserError(f"bilm_task_model must be mean or bilstm, got {self.bilm_task_model!r}")
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The peak rates to try: the grid, or `learning_rate` alone."""
+        return tuple(self.learning_rates) or (self.learning_rate,)
 
     def resolved(self, kind: str) -> "FinetuneConfig":
         """`train_module` decided for a module of family `kind` (what `finetune_config.json` records)."""

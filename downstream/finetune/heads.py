@@ -13,7 +13,9 @@ those `inputs.py` makes and whose outputs are `logits` (SQuAD: `start_logits`, `
   - biLM (Peters et al. 2018): the module frozen and the task's own `TfKerasScalarMix` (softmax weights +
     gamma) over the module's layers (`models.scalar_mix.elmo_layers`: word_emb ‖ word_emb, lstm_outputs1,
     lstm_outputs2); with `train_module` the whole module trains and its own `elmo` mix is used.
-    `bilm_classifier`: the mix mean-pooled over real tokens, then a dense layer; pairs: [u, v, u * v, u - v];
+    `bilm_classifier`: the mix mean-pooled over real tokens, then a dense layer; or, with
+    `bilm_task_model=bilstm`, the paper's kind of task model: a BiLSTM over `[x_k ; ELMo_k]` max-pooled over
+    the words (`elmo=False`: the same network without the biLM, its baseline); pairs: [u, v, u * v, u - v];
     `bilm_tagger`: a small BiLSTM over `[x_k ; ELMo_k]`, where `x_k` is the task model's own
     context-independent word vector (`TaskWordSplit` + `TaskWords`: the training set's words, case kept, an
     embedding trained from scratch, plus a casing class, `WordCasing`; `task_word_dim=0` leaves both out),
@@ -58,12 +60,26 @@ def _bert_states(backbone, config):
 
 
 def _bert_pooled(backbone, config, sequences: int):
-    """BERT's inputs `[B, S, T]` and each sequence's `pooled_output` after dropout `[B * S, H]`."""
+    """BERT's inputs `[B, S, T]` and each sequence's vector after dropout `[B * S, H]`: the module's
+    `pooled_output` (`bert_pooling=pooled`: its pooler, trained with next-sentence prediction), a fresh
+    dense tanh pooler on `[CLS]` (`cls`), or the mean of `sequence_output` over real tokens (`mean`)."""
     encoder = _hub_layer(backbone, config.train_module)
     dropout = tf_keras.layers.Dropout(config.dropout, name="head_dropout")
     inputs = {n: tf_keras.Input([sequences, config.max_seq_length], dtype=tf.int32, name=n) for n in BERT_INPUTS}
     fold = layers.FoldSequences(name="fold")
-    return inputs, dropout(encoder({n: fold(inputs[n]) for n in BERT_INPUTS})["pooled_output"])  # [B * S, H]
+    folded = {n: fold(inputs[n]) for n in BERT_INPUTS}
+    out = encoder(folded)
+    if config.bert_pooling == "pooled":
+        return inputs, dropout(out["pooled_output"])  # [B * S, H]
+    states = out["sequence_output"]  # [B * S, T, H]
+    if config.bert_pooling == "mean":
+        return inputs, dropout(layers.MaskedTokenMean(name="mean_pool")([states, folded["input_mask"]]))
+    first = layers.GatherPositions(name="cls_state")([states, layers.ZerosLike(name="cls_index")(
+        folded["input_mask"])])  # [B * S, H]
+    pooler = tf_keras.layers.Dense(states.shape[-1], activation="tanh", name="fresh_pooler",
+                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02,
+                                                                                            seed=config.seed))
+    return inputs, dropout(pooler(first))
 
 
 def bert_classifier(backbone, config, num_labels: int, sequences: int, task_words=()):
@@ -125,9 +141,14 @@ def _elmo_mix(backbone, config, text):
 
 
 def bilm_classifier(backbone, config, num_labels: int, sequences: int, task_words=()):
+    """`bilm_task_model=mean`: the mix mean-pooled, a hidden layer; `bilstm`: `_bilm_bilstm_features`."""
     text = tf_keras.Input([sequences], dtype=tf.string, name="text")
-    mixed, lengths = _elmo_mix(backbone, config, layers.FoldSequences(name="fold")(text))
-    pooled = layers.MaskedMean(name="mean_pool")([mixed, lengths])  # [B * S, 2L]
+    folded = layers.FoldSequences(name="fold")(text)  # [B * S]
+    if config.bilm_task_model == "bilstm":
+        pooled = _bilm_bilstm_features(backbone, config, folded, task_words)  # [B * S, 2U]
+    else:
+        mixed, lengths = _elmo_mix(backbone, config, folded)
+        pooled = layers.MaskedMean(name="mean_pool")([mixed, lengths])  # [B * S, 2L]
     if sequences > 1:
         pooled = layers.PairFeatures(name="pair_features")(layers.UnfoldSequences(sequences, name="unfold")(pooled))
     pooled = tf_keras.layers.Dropout(config.dropout, name="head_dropout")(pooled)
@@ -135,9 +156,33 @@ def bilm_classifier(backbone, config, num_labels: int, sequences: int, task_word
     return {"text": text}, {"logits": _dense(num_labels, "classifier", config)(hidden)}
 
 
-def _task_word_vectors(config, text, task_words):
-    """The tagger's own word vectors and casing embeddings `[B, T, E]`, `[B, T, 8]`."""
-    words = layers.TaskWordSplit(config.max_seq_length, name="task_word_split")(text)  # [B, T]
+def _word_parts(backbone, config, text, words, task_words) -> list:
+    """What the biLM's task models read at each word `[B, T, *]`: the task's own word vectors and casing
+    (`task_word_dim > 0`) and the frozen module's ELMo mix (`elmo`)."""
+    parts = _task_word_vectors(config, words, task_words) if config.task_word_dim else []
+    if config.elmo:
+        mixed, _ = _elmo_mix(backbone, config, text)
+        states = layers.FixLength(config.max_seq_length, name="fix_length")(mixed)  # [B, T, 2L]
+        parts.append(tf_keras.layers.Dropout(config.dropout, name="mix_dropout")(states))
+    if not parts:
+        raise UserError("the biLM task models need ELMo (elmo=true) or their own word vectors (task_word_dim > 0)")
+    return parts
+
+
+def _bilm_bilstm_features(backbone, config, text, task_words):
+    """Peters et al.'s task model for sentences: a BiLSTM over `[x_k ; ELMo_k]` at each word, max-pooled over
+    the sentence's words `[N, 2U]`; with `elmo=false` the same network without the biLM."""
+    words = layers.TaskWordSplit(config.max_seq_length, name="task_word_split")(text)  # [N, T]
+    parts = _word_parts(backbone, config, text, words, task_words)
+    states = parts[0] if len(parts) == 1 else tf_keras.layers.Concatenate(name="words_and_elmo")(parts)
+    mask = layers.WordMask(name="word_mask")(words)  # [N, T]
+    states = tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(config.classifier_units, return_sequences=True),
+                                           name="classifier_bilstm")(states, mask=mask)  # [N, T, 2U]
+    return layers.MaskedMax(name="max_pool")([states, mask])  # [N, 2U]
+
+
+def _task_word_vectors(config, words, task_words):
+    """The task's own word vectors and casing embeddings `[B, T, E]`, `[B, T, 8]` of `words` `[B, T]`."""
     ids = layers.TaskWords(task_words, name="task_words")(words)  # [B, T]
     vectors = tf_keras.layers.Embedding(len(task_words) + 2, config.task_word_dim,
                                         name="task_word_embedding")(ids)  # [B, T, E]
@@ -149,13 +194,8 @@ def _task_word_vectors(config, text, task_words):
 
 def bilm_tagger(backbone, config, num_labels: int, sequences: int, task_words=()):
     text = tf_keras.Input([], dtype=tf.string, name="text")
-    parts = _task_word_vectors(config, text, task_words) if config.task_word_dim else []
-    if config.elmo:
-        mixed, _ = _elmo_mix(backbone, config, text)
-        states = layers.FixLength(config.max_seq_length, name="fix_length")(mixed)  # [B, T, 2L]
-        parts.append(tf_keras.layers.Dropout(config.dropout, name="mix_dropout")(states))
-    if not parts:
-        raise UserError("the biLM tagger needs ELMo (elmo=true) or its own word vectors (task_word_dim > 0)")
+    words = layers.TaskWordSplit(config.max_seq_length, name="task_word_split")(text)  # [B, T]
+    parts = _word_parts(backbone, config, text, words, task_words)
     states = parts[0] if len(parts) == 1 else tf_keras.layers.Concatenate(name="words_and_elmo")(parts)
     states = tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(config.tagger_units, return_sequences=True),
                                            name="tagger_bilstm")(states)

@@ -25,6 +25,8 @@ class FinetuneJob:
       output_dir: where the run writes `model/`, `serving/`, `metrics.json`, ... (`outputs.py`).
       module: an export dir (`serving.export`'s `--export_dir`) or a hub module dir; or else
       model_dir: a pretraining run, exported to a temporary folder first (the same code path).
+      validation: a validation file (the train file's format) that picks epochs and rates (`selection.py`);
+        or else `config.validation_fraction` carves one from `train`. Never the eval file.
       config: the recipe (`--set key=value` overrides it on the command line).
       overwrite: replace an earlier fine-tuning in `output_dir` (`commands.overwrite`).
 
@@ -37,6 +39,7 @@ class FinetuneJob:
     output_dir: str
     module: str | None = None
     model_dir: str | None = None
+    validation: str | None = None
     config: FinetuneConfig = dataclasses.field(default_factory=FinetuneConfig)
     overwrite: bool = False
 
@@ -45,6 +48,8 @@ class FinetuneJob:
         if bool(self.module) == bool(self.model_dir):
             raise UserError("give one of module (an export dir or a hub module dir) and model_dir (a pretraining "
                             "run)")
+        if self.validation and self.config.validation_fraction:
+            raise UserError("give a validation file or validation_fraction, not both")
 
     @property
     def source(self) -> dict[str, str]:

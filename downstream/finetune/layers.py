@@ -139,12 +139,46 @@ class ElmoLayers(tf_keras.layers.Layer):
         return elmo_layers(outputs)
 
 
+class MaskedTokenMean(tf_keras.layers.Layer):
+    """`(x [N, T, D], mask [N, T])` -> the mean of `x` where `mask` is 1 `[N, D]`."""
+
+    def call(self, inputs):
+        x, mask = inputs
+        mask = tf.cast(mask, x.dtype)[:, :, None]  # [N, T, 1]
+        return tf.reduce_sum(x * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+
+class ZerosLike(tf_keras.layers.Layer):
+    """`[N, T]` -> `[N]` zeros (position 0 of every row: `[CLS]`)."""
+
+    def call(self, x):
+        return tf.zeros_like(x[:, 0], dtype=tf.int32)
+
+
 class MaskedMean(tf_keras.layers.Layer):
     """`(x [N, T, D] zero past each length, lengths [N])` -> the mean over real tokens `[N, D]`."""
 
     def call(self, inputs):
         x, lengths = inputs
         return tf.reduce_sum(x, axis=1) / tf.maximum(tf.cast(lengths, x.dtype), 1.0)[:, None]
+
+
+class WordMask(tf_keras.layers.Layer):
+    """`[N, T]` words (`TaskWordSplit`, "" padding) -> `[N, T]` bool, true at real words."""
+
+    def call(self, words):
+        return tf.not_equal(words, "")
+
+
+class MaskedMax(tf_keras.layers.Layer):
+    """`(x [N, T, D], mask [N, T])` -> the maximum over the masked-in positions `[N, D]` (0 for a row with
+    none)."""
+
+    def call(self, inputs):
+        x, mask = inputs
+        keep = tf.cast(mask, tf.bool)[:, :, None]  # [N, T, 1]
+        peak = tf.reduce_max(tf.where(keep, x, tf.fill(tf.shape(x), x.dtype.min)), axis=1)  # [N, D]
+        return tf.where(tf.reduce_any(keep, axis=1), peak, tf.zeros_like(peak))
 
 
 class FixLength(tf_keras.layers.Layer):

@@ -73,15 +73,17 @@ def write(output_dir: str, run: Finetuned, earlier: overwrite.Plan | None = None
     os.makedirs(output_dir, exist_ok=True)
     if earlier is not None:
         earlier.remove()  # --overwrite: the earlier fine-tuning's files, now that this one has its own to write
+    paths = {name: os.path.join(output_dir, name)
+             for name in ("finetune_config.json", "labels.json", "predictions.json", "metrics.json")}
+    # first the files that mark the folder as a fine-tuning's (`commands.overwrite.FINETUNE.marks`): a run
+    # stopped while it saves the model leaves a folder the next run's --overwrite may clear
+    _write_json(paths["finetune_config.json"], {"task": run.task.name, **dataclasses.asdict(run.config)})
+    _write_json(paths["labels.json"], run.labels)
     model_path = os.path.join(output_dir, "model")
     run.model.save(model_path, include_optimizer=False)
     served = export.export(run.task, run.backbone, run.model, run.labels, run.config,
                            os.path.join(output_dir, "serving"), run.fallback_tag)
     metrics = {**run.metrics, **({"serving": served} if served else {})}
-    paths = {name: os.path.join(output_dir, name)
-             for name in ("finetune_config.json", "labels.json", "predictions.json", "metrics.json")}
-    _write_json(paths["finetune_config.json"], {"task": run.task.name, **dataclasses.asdict(run.config)})
-    _write_json(paths["labels.json"], run.labels)
     if run.predictions is not None:
         _write_json(paths["predictions.json"], run.predictions)
     _write_json(paths["metrics.json"], metrics)

@@ -1,7 +1,9 @@
 """`finetune(job)`: the Python API of `python -m downstream.finetune`, and the story of one run. It checks
-the job (the task files, the output folder, the module's folder) before anything loads, exports a
-`model_dir` to a temporary folder, reads and encodes the task's data, builds the task's head over the
-module, trains it, scores it against the trivial baseline and writes the output folder (`outputs.py`).
+the job (the task files, the output folder, the module's folder) under the output folder's lock
+(`commands.output_lock`: one run per folder) before anything loads, exports a `model_dir` to a temporary
+folder, reads and encodes the task's data, trains the task's head over the module (`selection.py`: with a
+validation split, the epoch and rate it scores best), scores it on the eval file against the trivial baseline
+and writes the output folder (`outputs.py`).
 Everything that differs by task is the task object's (`tasks.py`), looked up here once.
 
 Example:
@@ -12,6 +14,7 @@ Example:
     result.metrics["accuracy"], result.serving  # the eval accuracy, out/serving/1
 """
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -19,13 +22,14 @@ import time
 import numpy as np
 
 from commands import overwrite
-from commands.user_errors import UserError
+from commands.output_lock import OutputLock
+from commands.user_errors import UserError, writable_dir
 from downstream import module as module_lib
 from downstream.finetune import evaluation
 from downstream.finetune import outputs
+from downstream.finetune import selection
 from downstream.finetune import task_data
 from downstream.finetune import tasks
-from downstream.finetune import training
 from downstream.finetune.job import FinetuneJob
 
 
@@ -36,11 +40,13 @@ def finetune(job: FinetuneJob, log=print) -> outputs.FinetuneResult:
     module, or a task the module's family cannot take, before anything is written; and
     `serving.export.ExportError` (a `UserError` with the export's exit status) when `job.model_dir` does not
     export."""
-    earlier = check_job(job)
-    task = tasks.get(job.task)
-    with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
-        module_path = job.module or _export(job.model_dir, scratch)
-        return outputs.write(job.output_dir, _fine_tune(job, task, module_path, log), earlier)
+    writable_dir("--output_dir", job.output_dir)
+    with OutputLock(job.output_dir):  # one run per folder: a second one is refused naming the first
+        earlier = check_job(job)
+        task = tasks.get(job.task)
+        with tempfile.TemporaryDirectory(prefix="finetune-export-") as scratch:
+            module_path = job.module or _export(job.model_dir, scratch)
+            return outputs.write(job.output_dir, _fine_tune(job, task, module_path, log), earlier)
 
 
 def check_job(job: FinetuneJob) -> overwrite.Plan:
@@ -48,6 +54,8 @@ def check_job(job: FinetuneJob) -> overwrite.Plan:
     `--overwrite` will remove (`outputs.check_output_dir`)."""
     task_data.check_file("--train", job.train)
     task_data.check_file("--eval", job.eval)
+    if job.validation:
+        task_data.check_file("--validation", job.validation)
     earlier = outputs.check_output_dir(job.output_dir, job.overwrite, job.source)
     if job.model_dir and not os.path.isdir(job.model_dir):
         raise UserError(f"--model_dir {job.model_dir}: no such folder")
@@ -64,46 +72,76 @@ def _export(model_dir: str, scratch: str) -> str:
 
 
 def _fine_tune(job: FinetuneJob, task: tasks.FinetuneTask, module_path: str, log) -> outputs.Finetuned:
-    """Reads, encodes, trains and scores; the data's errors come first, then the module's."""
+    """Reads, encodes, selects (`selection.py`: epochs and rate on the validation split, when there is one)
+    and scores on the eval file; the data's errors come first, then the module's. The eval file is read and
+    checked first but encoded and scored only after the selection."""
     import tensorflow as tf
 
     config = job.config
     tf.keras.utils.set_random_seed(config.seed)
-    train_examples = read_examples(task, job.train, config, subsample=True, log=log)
-    eval_examples = read_examples(task, job.eval, config, subsample=False, log=log)
+    train_examples, validation_examples = read_training(task, job, log)
+    eval_examples = read_examples(task, job.eval, config, log=log)
     labels = task.labels(train_examples)
     task.check_eval(eval_examples, labels, job.eval)
+    if validation_examples is not None:
+        task.check_eval(validation_examples, labels, job.validation or job.train)
     backbone = module_lib.ExportedModule.load(module_path)
     tasks.check_module(task, backbone)
     config = config.resolved(backbone.kind)
     started = time.time()
-    train_encoded = task.encode(backbone, train_examples, labels, config, training=True)
+    data = selection.Data(train_examples, task.encode(backbone, train_examples, labels, config, training=True),
+                          validation_examples, None if validation_examples is None else
+                          task.encode(backbone, validation_examples, labels, config, training=False), labels)
+    log(f"{backbone.kind} {task.name}: {len(train_examples)} training examples"
+        + ("" if validation_examples is None else f", {len(validation_examples)} validation examples")
+        + f", encoded in {time.time() - started:.1f}s")
+    chosen = selection.select(task, backbone, config, data, log)
+    config = dataclasses.replace(config, learning_rate=chosen.learning_rate)
     eval_encoded = task.encode(backbone, eval_examples, labels, config, training=False)
-    log(f"{backbone.kind} {task.name}: {len(train_examples)} training examples, {len(eval_examples)} eval "
-        f"examples, encoded in {time.time() - started:.1f}s")
-    model = task.build_model(backbone, max(len(labels), 1), config, train_encoded.sequences,
-                             task.task_words(backbone, train_examples, config))
-    trained = training.fit(model, task, train_encoded, config, log)
-    metrics, predictions = evaluation.evaluate(task, model, eval_encoded, eval_examples, train_examples, labels,
-                                               config)
+    metrics, predictions = evaluation.evaluate(task, chosen.model, eval_encoded, eval_examples, train_examples,
+                                               labels, config)
     metrics.update(task=task.name, module=backbone.kind, module_path=os.path.abspath(backbone.path),
                    train_examples=len(train_examples), eval_examples=len(eval_examples),
-                   train_rows=train_encoded.rows, steps=trained.steps, epochs=config.epochs,
-                   train_seconds=round(trained.seconds, 1), losses=trained.losses, train_module=config.train_module)
-    return outputs.Finetuned(task, backbone, model, labels, config, metrics, predictions,
+                   train_rows=data.train_encoded.rows, steps=chosen.run.steps, epochs=config.epochs,
+                   train_seconds=round(sum(r.seconds for r in chosen.runs), 1), losses=chosen.run.losses,
+                   train_module=config.train_module)
+    if validation_examples is not None:
+        metrics["selection"] = chosen.record(len(validation_examples))
+    return outputs.Finetuned(task, backbone, chosen.model, labels, config, metrics, predictions,
                              task.fallback_tag(train_examples))
 
 
-def read_examples(task: tasks.FinetuneTask, path: str, config, subsample: bool, log=print) -> list:
-    """The task file's examples; a warning for lines read as their first MiB; with `subsample`, at most
-    `config.max_train_examples` of them (a seeded choice, in file order)."""
+def read_training(task: tasks.FinetuneTask, job: FinetuneJob, log=print) -> tuple[list, list | None]:
+    """The training examples (at most `max_train_examples`, drawn after the validation split is set aside)
+    and the validation split: the job's validation file, or `validation_fraction` of the training file
+    (`selection.carve`), or None."""
+    config = job.config
+    examples = read_examples(task, job.train, config, log=log)
+    validation = None
+    if job.validation:
+        validation = read_examples(task, job.validation, config, log=log)
+    elif config.validation_fraction:
+        examples, validation = selection.carve(examples, config.validation_fraction)
+        if not validation or not examples:
+            raise UserError(f"--train {job.train}: validation_fraction={config.validation_fraction} leaves "
+                            f"{len(examples)} training and {len(validation)} validation examples; both need some")
+    return subsample(examples, config), validation
+
+
+def read_examples(task: tasks.FinetuneTask, path: str, config, log=print) -> list:
+    """The task file's examples; a warning for lines read as their first MiB."""
     cut = []
     examples = task.read(path, config, cut)
     if cut:
         shown = ", ".join(map(str, cut[:3])) + (", ..." if len(cut) > 3 else "")
         log(f"warning: {path}: {len(cut)} line(s) over the {task_data.MAX_LINE_BYTES >> 20} MiB line limit "
             f"were read as their first MiB only (line {shown})")
-    if subsample and config.max_train_examples and len(examples) > config.max_train_examples:
+    return examples
+
+
+def subsample(examples: list, config) -> list:
+    """At most `config.max_train_examples` of `examples` (a seeded choice, in file order)."""
+    if config.max_train_examples and len(examples) > config.max_train_examples:
         order = np.random.default_rng(config.seed).permutation(len(examples))[:config.max_train_examples]
         examples = [examples[i] for i in sorted(order)]
     return examples

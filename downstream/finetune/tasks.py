@@ -34,6 +34,7 @@ class FinetuneTask(abc.ABC):
     heads: dict[str, str]
     outputs: tuple[str, ...] = ("logits",)
     loss_weights: dict[str, float] | None = None
+    select_metric: str = "accuracy"  # the validation metric that picks epochs and rates (`selection.py`)
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -124,6 +125,13 @@ class ClassifyTask(TextTask):
     def sequences(self, kind, texts, gpt_pair):
         return [[t[:1] for t in texts]]
 
+    def task_words(self, backbone, train_examples, config):
+        if backbone.kind != "bilm" or config.bilm_task_model != "bilstm" or not config.task_word_dim:
+            return ()
+        from downstream.finetune.layers import task_vocabulary
+
+        return task_vocabulary([(t,) for e in train_examples for t in e.texts], config.task_word_min_count)
+
     def serving(self, root):
         return root.text_signature()
 
@@ -203,6 +211,7 @@ class SquadTask(FinetuneTask):
     heads = {"bert": "bert_span"}
     outputs = ("start_logits", "end_logits")
     loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+    select_metric = "f1"
 
     def read(self, path, config=DEFAULTS, cut=None):
         return task_data.read_squad(path)

@@ -30,8 +30,9 @@ def compile_model(model, task, config, steps: int) -> None:
     model.compile(adamw(config, steps), {name: loss for name in task.outputs}, loss_weights=task.loss_weights)
 
 
-def train(model, encoded, config, log=print) -> list[float]:
-    """`fit` over `config.epochs`; returns each epoch's mean training loss."""
+def train(model, encoded, config, log=print, callbacks=()) -> list[float]:
+    """`fit` over `config.epochs` (fewer when a callback stops it, `selection.best_epoch_callback`); returns
+    each epoch's mean training loss."""
     import tensorflow as tf
 
     from downstream.finetune.progress import progress_callback
@@ -41,22 +42,22 @@ def train(model, encoded, config, log=print) -> list[float]:
     data = tf.data.Dataset.from_tensor_slices(parts).shuffle(n, seed=config.seed, reshuffle_each_iteration=True)
     data = data.batch(config.batch_size).prefetch(2)
     progress = progress_callback(total_steps(encoded, config), config.epochs, config.batch_size, log)
-    history = model.fit(data, epochs=config.epochs, verbose=0, callbacks=[progress])
+    history = model.fit(data, epochs=config.epochs, verbose=0, callbacks=[progress, *callbacks])
     return [float(v) for v in history.history["loss"]]
 
 
 @dataclasses.dataclass(frozen=True)
 class Trained:
-    """What a run of `fit` reports: optimizer steps, each epoch's mean loss, seconds spent."""
+    """What a run of `fit` reports: optimizer steps taken, each epoch's mean loss, seconds spent."""
     steps: int
     losses: list
     seconds: float
 
 
-def fit(model, task, encoded, config, log=print) -> Trained:
-    """Compiles and trains `model` on `encoded` for `task`."""
+def fit(model, task, encoded, config, log=print, callbacks=()) -> Trained:
+    """Compiles and trains `model` on `encoded` for `task`; `callbacks` (tf_keras) join the progress lines."""
     steps = total_steps(encoded, config)
     compile_model(model, task, config, steps)
     started = time.time()
-    losses = train(model, encoded, config, log)
-    return Trained(steps, losses, time.time() - started)
+    losses = train(model, encoded, config, log, callbacks)
+    return Trained(steps * len(losses) // config.epochs, losses, time.time() - started)

@@ -190,11 +190,7 @@ def _read(job: ImportJob, kind: str):
 
 def import_checkpoint(job: ImportJob) -> dict:
     """Writes `job.model_dir` from the checkpoint; returns a summary (preset, fresh weights, vocabulary, ...)."""
-    import tensorflow as tf
-
-    from commands import overwrite
-    from models import families
-    from models.config import TrainConfig
+    from commands.output_lock import model_dir_lock
     from models.convert.common import ConversionError
 
     kind = _format(job.fmt)
@@ -202,6 +198,19 @@ def import_checkpoint(job: ImportJob) -> dict:
         raise ConversionError("--checkpoint is required with --from")
     if not os.path.exists(job.checkpoint) and not os.path.exists(job.checkpoint + ".index"):
         raise ConversionError(f"checkpoint not found: {job.checkpoint}")
+    with model_dir_lock(job.model_dir, run="run"):  # a training or another conversion into it is refused
+        return _import_checkpoint(job, kind)
+
+
+def _import_checkpoint(job: ImportJob, kind: str) -> dict:
+    """`import_checkpoint` under the model_dir's lock."""
+    import tensorflow as tf
+
+    from commands import overwrite
+    from models import families
+    from models.config import TrainConfig
+    from models.convert.common import ConversionError
+
     overwrite.refuse_other(job.model_dir, overwrite.MODEL_DIR, flag="--model_dir")
     if tf.io.gfile.isdir(job.model_dir) and tf.train.latest_checkpoint(job.model_dir):
         raise ConversionError(f"{job.model_dir} already holds a checkpoint; convert into a new --model_dir")
@@ -232,6 +241,19 @@ def export_checkpoint(job: ExportJob) -> dict:
     """Writes the model_dir's latest weights in the format under `job.output`, exactly or not at all (a config
     field the format cannot carry, or an output folder that is not this format's to write, is refused
     first); returns the files written."""
+    from commands.output_lock import OutputLock
+    from models.convert.common import ConversionError
+
+    fmt, model_dir = job.fmt, job.model_dir
+    _format(fmt)
+    if not job.output:
+        raise ConversionError("--output is required with --to")
+    with OutputLock(job.output, "--output"):  # one run per folder: a second one is refused naming the first
+        return _export_checkpoint(job)
+
+
+def _export_checkpoint(job: ExportJob) -> dict:
+    """`export_checkpoint` under the output folder's lock."""
     from commands import overwrite
     from models import families
     from models.convert import bert as convert_bert
@@ -244,9 +266,6 @@ def export_checkpoint(job: ExportJob) -> dict:
     from models.convert.common import ConversionError
 
     fmt, model_dir = job.fmt, job.model_dir
-    _format(fmt)
-    if not job.output:
-        raise ConversionError("--output is required with --to")
     overwrite.require_model_dir(model_dir)
     saved = families.read_config(model_dir)
     kind, config, data = saved["model"], saved["model_config"], saved["data"]

@@ -14,7 +14,7 @@ is refused, and so is any other changed field (learning rate, batch size, ..., a
 `models.training.rerun`; new data is read from its start); a name that is no field is refused.
 One run at a time: the run holds `model_dir/.train.lock`, and a second one is refused naming the first's
 host and PID; a lock left by a killed run on this host is taken over with a log line
-(`models.training.model_dir_lock`). The last line printed
+(`commands.output_lock`). The last line printed
 is one JSON object with the final training metrics (a non-finite value is `null`).
 
 Continued pretraining: `--init_checkpoint SOURCE` (a model_dir, e.g. one `models.convert` wrote) starts a new
@@ -49,7 +49,7 @@ import tensorflow as tf
 from models import families
 from models.training import distribute
 from models.training import rerun
-from models.training.model_dir_lock import ModelDirLock
+from commands.output_lock import model_dir_lock
 from models.training.train_job import STRATEGIES, TrainJob, TrainResult
 from models.training.train_plan import TrainPlan, resolve
 from models.training.trainer import NonFiniteLossError, Trainer, json_safe
@@ -113,7 +113,7 @@ def train(job: TrainJob) -> TrainResult:
     plan = resolve(job)
     if not distribute.chief_task():  # the chief holds the lock for the whole cluster
         return _train(job, plan, None)
-    with ModelDirLock(job.model_dir):
+    with model_dir_lock(job.model_dir):
         return _train(job, plan, _rerun_changes(job, plan))
 
 

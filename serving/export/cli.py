@@ -40,10 +40,11 @@ import json
 import os
 import shutil
 
+from commands.output_lock import OutputLock
 from commands.overwrite import require_model_dir
 from commands.tf_startup import quiet_command
 from commands.user_errors import OneLineParser, run_to_summary
-from serving.export.job import MANIFEST_FILE, UNSERVABLE, ExportError, ExportJob, ExportResult
+from serving.export.job import MANIFEST_FILE, UNSERVABLE, ExportError, ExportJob, ExportResult, writable_folder
 
 SAMPLE_TEXTS = ("The bank raised its interest rates again this year.",
                 "They had a picnic on the grassy bank of the river.",
@@ -167,6 +168,13 @@ def export(job: ExportJob, log=print) -> ExportResult:
     """Writes the export of `job`; `log` takes the lines the command prints before its result. Raises
     `ExportError` (a `UserError`; `status` 3 for a model that cannot be served) before anything is moved
     into place."""
+    writable_folder(job.export_dir, "--export_dir")
+    with OutputLock(job.export_dir, "--export_dir"):  # one export per folder: a second one is refused naming it
+        return _export(job, log)
+
+
+def _export(job: ExportJob, log) -> ExportResult:
+    """`export` under the export folder's lock: the job checked, the model loaded, staged and published."""
     from models import families
     from preprocessing.wordpiece import WordPieceTokenizer
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 
-from commands.overwrite import EXPORT, refuse_other
+from commands.overwrite import EXPORT, refuse_links, refuse_other
 from commands.user_errors import UserError
 
 MANIFEST_FILE = "export.json"
@@ -56,7 +56,7 @@ class ExportJob:
         if not tf.io.gfile.isdir(self.model_dir):
             problem = "is a file, not a folder" if tf.io.gfile.exists(self.model_dir) else "no such folder"
             raise ExportError(f"--model_dir {self.model_dir}: {problem}")
-        _writable_folder(self.export_dir, "--export_dir")
+        writable_folder(self.export_dir, "--export_dir")
         if self.version is not None and self.version < 1:
             raise ExportError(f"--version must be >= 1, got {self.version}")
         if self.warmup_text is not None and os.path.exists(self.warmup_text) and \
@@ -67,6 +67,7 @@ class ExportJob:
                               f"'_', '-', starting with a letter or digit, at most 128 characters")
         try:
             refuse_other(self.export_dir, EXPORT, self.overwrite, "--export_dir")
+            refuse_links(self.export_dir, replaced(self.export_dir), EXPORT.command, "--export_dir")
         except UserError as e:
             raise ExportError(str(e)) from None
         there = existing_family(self.export_dir)
@@ -102,7 +103,7 @@ class ExportResult:
                 "serving": self.serving, "model_config": self.model_config}
 
 
-def _writable_folder(path: str, flag: str) -> None:
+def writable_folder(path: str, flag: str) -> None:
     """`path` is a writable folder, or can be made in one."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise ExportError(f"{flag} {path} is a file, not a folder")
@@ -113,6 +114,17 @@ def _writable_folder(path: str, flag: str) -> None:
         raise ExportError(f"{flag} {path}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ExportError(f"{flag} {path}: {existing} is not writable")
+
+
+def replaced(export_dir: str) -> list[str]:
+    """The paths in `export_dir` that an export writes into or replaces: `export.json`, `hub/` and `serving/`,
+    and what each of those two folders holds (modules, models, the model config files)."""
+    paths = [MANIFEST_FILE, "hub", "serving"]
+    for folder in ("hub", "serving"):
+        path = os.path.join(export_dir, folder)
+        if os.path.isdir(path) and not os.path.islink(path):
+            paths += [f"{folder}/{name}" for name in sorted(os.listdir(path))]
+    return paths
 
 
 def existing_family(export_dir: str) -> str | None:

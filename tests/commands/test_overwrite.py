@@ -45,12 +45,16 @@ def test_overwrite_removes_exactly_what_the_record_lists(tmp_path):
     assert sorted(os.listdir(out)) == ["notes.txt"]  # the user's file stays
 
 
-def test_a_record_cannot_name_files_outside_its_folder(tmp_path):
+@pytest.mark.parametrize("entry", ["../victim.txt", "VICTIM", "sub/00000-a.txt", ".", ""])
+def test_a_record_that_names_files_outside_its_folder_is_refused(tmp_path, entry):
     victim = _tree(tmp_path, {"victim.txt": "keep"}) / "victim.txt"
-    out = _tree(tmp_path / "out", {"clean_report.json": json.dumps(
-        {"counters": {}, "files": ["../victim.txt", str(victim), "00000-a.txt"]}), "00000-a.txt": ""})
-    overwrite.plan(str(out), overwrite.CLEAN, True).remove()
-    assert victim.exists() and os.listdir(out) == []
+    entry = str(victim) if entry == "VICTIM" else entry
+    record = {"clean_report.json": json.dumps({"counters": {}, "files": [entry, "00000-a.txt"]}), "00000-a.txt": ""}
+    out = _tree(tmp_path / "out", record)
+    with pytest.raises(UserError, match=f"its clean_report.json lists '{entry}', which is not a file name of this "
+                                        f"folder"):
+        overwrite.plan(str(out), overwrite.CLEAN, True)
+    assert victim.exists() and sorted(os.listdir(out)) == sorted(record)
 
 
 HF_BERT = {"config.json": json.dumps({"model_type": "bert"}), "model.safetensors": "", "vocab.txt": "[PAD]\n"}

@@ -57,7 +57,8 @@ def sentiment(tmp_path_factory):
     return _write(root / "train.tsv", lines), _write(root / "eval.tsv", lines)
 
 
-@pytest.mark.parametrize("kind,fields", [("bert", {}), ("gpt", {}), ("bilm", {"train_module": True})])
+@pytest.mark.parametrize("kind,fields", [("bert", {}), ("gpt", {}), ("bilm", {"train_module": True}),
+                                         ("bilm", {"bilm_task_model": "bilstm", "classifier_units": 16, "learning_rate": 1e-2})])
 def test_classifiers_learn_and_beat_the_majority_class(exports, sentiment, tmp_path, kind, fields):
     metrics = _run("classify", exports[kind], *sentiment, str(tmp_path), _config(**fields), log=print)
     assert metrics["losses"][-1] < 0.5 * metrics["losses"][0]
@@ -183,8 +184,14 @@ def test_elmo_tagger_adds_the_tasks_own_word_vectors_aligned_with_the_modules_wo
                                            words)
     assert "module" not in {layer.name for layer in control.layers}  # the tagger on its own word vectors only
     assert control({"text": tf.constant(["They don't bank !"])})["logits"].shape == (1, 16, 3)
-    with pytest.raises(ValueError, match="needs ELMo"):
+    with pytest.raises(ValueError, match="need ELMo"):
         tasks.get("tag").build_model(backbone, 3, _config(task_word_dim=0, elmo=False).resolved("bilm"), 1, words)
+    for elmo in (True, False):  # the sentence task model (a max-pooled BiLSTM), and its no-biLM baseline
+        config = _config(task_word_dim=8, elmo=elmo, bilm_task_model="bilstm").resolved("bilm")
+        model = tasks.get("classify").build_model(backbone, 2, config, 1, words)
+        assert ("module" in {layer.name for layer in model.layers}) == elmo
+        logits = model({"text": tf.constant([["They don't bank !"], [""]])})["logits"]
+        assert logits.shape == (2, 2) and np.isfinite(logits.numpy()).all()  # an empty sentence pools to 0
 
 
 def test_elmo_module_is_frozen_by_default_and_trains_with_train_module(exports, sentiment, tmp_path):
@@ -277,3 +284,16 @@ def test_readers_splits_and_baselines(tmp_path):
     items = list(range(200))
     first, second = task_data.split_items(items, 0.2), task_data.split_items(items, 0.2)
     assert first == second and 20 < len(first[1]) < 60 and sorted(first[0] + first[1]) == items
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_bert_sentence_heads_can_pool_without_the_nsp_pooler(exports, pooling):
+    backbone = ExportedModule.load(exports["bert"])
+    config = _config(bert_pooling=pooling).resolved("bert")
+    model = tasks.get("classify").build_model(backbone, 2, config, 1)
+    names = {layer.name for layer in model.layers}
+    assert ("fresh_pooler" in names) == (pooling == "cls") and ("mean_pool" in names) == (pooling == "mean")
+    x = inputs_lib.text_inputs(backbone, [[("the river bank",), ("interest rates at the bank again",)]], 16)
+    padded = {k: v.copy() for k, v in x.items()}
+    padded["input_word_ids"][:, :, 12:] = 7  # ids under input_mask 0 must not move a pooled vector
+    assert np.allclose(model(x)["logits"].numpy(), model(padded)["logits"].numpy(), atol=1e-5)

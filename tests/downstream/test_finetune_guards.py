@@ -58,15 +58,22 @@ def test_an_earlier_run_in_the_output_dir_needs_overwrite(files, capsys):
     (out / "serving" / "1").mkdir(parents=True)
     (out / "metrics.json").write_text("{}")
     (out / "notes.txt").write_text("mine")
+    assert _main(train, train, out, root / "module", "--overwrite") == 2  # without its marks: not a fine-tuning's
+    assert _one_line(capsys) == (f"error: --output_dir {out} holds serving, metrics.json, which no "
+                                 f"downstream.finetune run wrote (there is no finetune_config.json): "
+                                 f"downstream.finetune never replaces what it did not write; move them away, or "
+                                 f"use another --output_dir")
+    (out / "finetune_config.json").write_text("{}")
     assert _main(train, train, out, root / "module") == 2
-    assert _one_line(capsys) == (f"error: --output_dir {out} holds an earlier fine-tuning (serving, metrics.json): "
-                                 f"pass --overwrite to replace it, or use another --output_dir")
+    assert _one_line(capsys) == (f"error: --output_dir {out} holds an earlier fine-tuning (serving, metrics.json, "
+                                 f"finetune_config.json): pass --overwrite to replace it, or use another "
+                                 f"--output_dir")
     assert (out / "metrics.json").exists() and (out / "serving" / "1").is_dir()
     # --overwrite removes the earlier run's files only once this run has passed its checks: here it stops at the
     # fake module, so they stay (issue 38: they used to be deleted first)
     assert _main(train, train, out, root / "module", "--overwrite") == 2
     assert "no exported module" in capsys.readouterr().err
-    assert sorted(os.listdir(out)) == ["metrics.json", "notes.txt", "serving"]
+    assert sorted(os.listdir(out)) == ["finetune_config.json", "metrics.json", "notes.txt", "serving"]
 
 
 @pytest.mark.parametrize("which", ["--train", "--eval"])

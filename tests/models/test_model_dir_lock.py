@@ -13,14 +13,12 @@ import pytest
 
 from models import families
 from models.training import rerun, train
-from models.training.model_dir_lock import LOCK_FILE, Holder, ModelDirBusyError, ModelDirLock
-from tests.conftest import ROOT
+from commands.output_lock import TRAIN_LOCK as LOCK_FILE, Holder, OutputBusyError, model_dir_lock
+from tests.fixtures.locking import held_lock
 from tests.fixtures.training import write_dataset
 
 FAST = ["--set", "warmup_steps=1", "--set", "log_every=2", "--set", "checkpoint_every=2", "--set", "batch_size=8",
         "--set", "steps_per_execution=2", "--set", "learning_rate=1e-3", "--set", "jit_compile=false"]
-HOLD = ("import sys\nfrom models.training.model_dir_lock import ModelDirLock\n"
-        "with ModelDirLock(sys.argv[1]):\n    print('locked', flush=True)\n    sys.stdin.read()\n")
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +34,8 @@ def _argv(data, model_dir, *more):
 def holder(tmp_path):
     """Another process holding `tmp_path/run`'s lock until the test ends."""
     model_dir = str(tmp_path / "run")
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, model_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert proc.stdout.readline().strip() == "locked"  # waits for the condition, however slow the machine
-    yield model_dir, proc.pid
-    proc.stdin.close()
-    proc.wait(timeout=120)
+    with held_lock(model_dir, LOCK_FILE) as pid:
+        yield model_dir, pid
 
 
 def _gone_pid() -> int:
@@ -62,11 +56,11 @@ def test_a_second_training_is_refused_naming_the_first(holder, data, capsys):
 
 def test_the_lock_is_released_and_the_folder_reusable(tmp_path):
     model_dir = str(tmp_path / "m")
-    with ModelDirLock(model_dir):
-        with pytest.raises(ModelDirBusyError, match=f"PID {os.getpid()}"):
-            ModelDirLock(model_dir).acquire()  # flock is per open file: the same process is refused too
+    with model_dir_lock(model_dir):
+        with pytest.raises(OutputBusyError, match=f"PID {os.getpid()}"):
+            model_dir_lock(model_dir).acquire()  # flock is per open file: the same process is refused too
     assert not os.path.exists(model_dir)  # created for the lock, left empty: removed
-    with ModelDirLock(model_dir):
+    with model_dir_lock(model_dir):
         assert os.path.exists(os.path.join(model_dir, LOCK_FILE))
 
 

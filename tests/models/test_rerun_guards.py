@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from models.training import rerun, train
-from models.training.model_dir_lock import LOCK_FILE, ModelDirLock
+from commands.output_lock import TRAIN_LOCK as LOCK_FILE, model_dir_lock
 from commands.user_errors import UserError
 from tests.fixtures.tiny_models import copy_of
 
@@ -76,4 +76,4 @@ def test_a_lock_file_that_is_a_folder_is_one_line(gpt_run, capsys):
         open(os.path.join(model_dir, LOCK_FILE), "w").close()
         os.chmod(os.path.join(model_dir, LOCK_FILE), 0)
         with pytest.raises(UserError, match="cannot be opened"):
-            ModelDirLock(model_dir).acquire()
+            model_dir_lock(model_dir).acquire()

@@ -1,7 +1,9 @@
-"""The data job stopped by SIGTERM cleans up as on Ctrl-C (its local workers stopped too); a one-document
+"""The data job stopped by SIGTERM cleans up as on Ctrl-C (its local workers stopped too); a signal that lands
+inside a step, on the in-process and the multi-processing runner, is one line and 128 + N; a one-document
 corpus is warned about (NSP); over-long lines are reported as skipped, with their line numbers."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -37,6 +39,36 @@ def test_sigterm_stops_the_workers_and_leaves_no_output(bert_vocab_path, tmp_pat
     assert "stopped by signal 15; this run's output was removed" in err.strip().splitlines()[-1]
     wait_for(lambda: not any(alive(pid) for pid in workers), "workers gone", timeout=120)
     assert sorted(os.listdir(out)) == ["notes.txt"]  # no shard, no .incomplete, no vocab.txt, no metadata
+
+
+# A job whose one step signals its launcher, as a scheduler's SIGTERM or a terminal's Ctrl-C (SIGINT, its
+# default action restored: a test runner started in the background may ignore it) reaching it mid-step.
+STOPPED_IN_A_STEP = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import apache_beam as beam
+from pipeline import beam_job
+from tests.fixtures.stopping import signal_launcher
+launcher, signum = os.getpid(), int(sys.argv[1])
+build = lambda p, _: p | beam.Create([1]) | beam.Map(signal_launcher, launcher, signum)
+run = lambda: beam_job.run_pipeline(build, beam_job.RunOptions(tuple(sys.argv[2:])), [])
+sys.exit(beam_job.command("job", False, run))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, runner", [
+    (signal.SIGTERM, ["--runner", "FnApiRunner"]),
+    (signal.SIGINT, ["--runner", "FnApiRunner"]),
+    (signal.SIGTERM, ["--direct_running_mode", "multi_processing", "--direct_num_workers", "1"]),
+    (signal.SIGINT, ["--direct_running_mode", "multi_processing", "--direct_num_workers", "1"])])
+def test_a_signal_inside_a_step_is_one_line_and_128_plus_n(signum, runner):
+    # Beam re-raises what a step raised as the same type with its step named in the message (`Terminated(
+    # "stopped by signal 15 [while running ...]")`; a KeyboardInterrupt, which has no message, as a RuntimeError)
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_A_STEP, str(int(signum)), *runner], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + signum, proc.stderr
+    assert proc.stderr.strip() == f"job: stopped by signal {int(signum)}; this run's output was removed", proc.stderr
 
 
 @pytest.mark.slow
