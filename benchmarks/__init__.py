@@ -4,5 +4,3 @@ the ratio. Grouped by the stage they measure: `data/` (tokenization, vocabulary,
 word senses). `lib/` holds what several of them share, `peers/` the peers' own code; the index is
 `benchmarks/README.md`.
 """
-
-import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

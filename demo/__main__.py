@@ -2,14 +2,15 @@
 failed, interrupted or stopped run says so in one line, leaves no process running and keeps its finished
 steps."""
 
-import os
 import subprocess
 import sys
 import traceback
 
-from demo.commands import close_stderr, filter_stderr
+from commands.tf_startup import quiet_tensorflow_startup
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+quiet_tensorflow_startup()  # before anything imports TensorFlow
+from demo.commands import close_stderr, filter_stderr  # noqa: E402
+
 forwarder = filter_stderr()  # before anything imports TensorFlow, whose start-up noise it drops
 from commands.user_errors import UserError, exit_status  # noqa: E402
 from demo import processes  # noqa: E402

@@ -41,6 +41,7 @@ import contextlib
 import os
 import time
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from demo import commands, data_steps, heldout, processes, serve_steps, summary, training_steps
 from demo.job import DemoJob, checked, parse_args
@@ -214,6 +215,7 @@ STEPS = [("1. inputs (corpus split by document hash, sense-labelled sentences)",
          ("13. training curves", curves)]
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m demo`: parse, then `run`; a user error is one line on stderr and exit status 2."""
     try:

@@ -22,6 +22,10 @@ sense accuracy cannot recover a sense seen only once. The parsing is pure; `fetc
     python -m demo.wordnet [--cache_dir .cache]   # prints the records' path and their counts
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import collections
 import gzip
@@ -31,6 +35,7 @@ import re
 import sys
 import tarfile
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from demo import npm
 
@@ -182,6 +187,7 @@ def fetch(cache_dir: str) -> str:
     return path
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache_dir", default=os.path.join(os.path.dirname(os.path.dirname(

@@ -3,5 +3,3 @@ per-word features (`features`, over `words`), the same vectors as a Beam job (`e
 evaluation (`evaluate_senses`) and what a layer's vectors are made of (`vector_diagnostics`); each command a
 typed job and one call, its Python API.
 """
-
-import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

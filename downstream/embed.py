@@ -40,6 +40,10 @@ vectors are: `config`, an `embed_model.EmbedConfig`; Beam's options, `--verbose`
     result.examples, result.counters["dropped"]
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import codecs
 import collections
@@ -65,6 +69,7 @@ from commands import overwrite
 from commands.output_lock import OutputLock
 from preprocessing.metadata import write_json
 from preprocessing.stable_random import stable_hash
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, writable_dir
 
 SHARD_PREFIX = "embeddings"
@@ -339,6 +344,7 @@ def job_from_args(args, beam_args: list[str]) -> EmbedJob:
                     overwrite=args.overwrite, run_options=beam_job.run_options(args, beam_args))
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m downstream.embed`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
@@ -347,5 +353,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.exit(main())

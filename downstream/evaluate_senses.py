@@ -38,6 +38,10 @@ writes the same PNG and returns a `SensesResult` (`summary` is the JSON line):
     result.summary["best_layer"], result.summary["accuracy"]
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import collections
 import csv
@@ -49,6 +53,7 @@ import sys
 import numpy as np
 
 from commands.job_fields import COUNT, checked, output_of
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, require_file, run_to_summary
 from preprocessing.stable_random import stable_fraction
 
@@ -352,6 +357,7 @@ def job_from_args(args) -> SensesJob:
                      examples=tuple(w for w in args.examples.split(",") if w), batch_size=args.batch_size)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m downstream.evaluate_senses`: parse, build the job, run it; the summary as the last line."""
     args = parse_args(argv)

@@ -38,6 +38,10 @@ returns a `FeaturesResult` (what the sidecar holds):
     result.dims["last"], result.sentences
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -48,6 +52,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported graphs use)
 
 from commands.job_fields import COUNT, checked, output_of
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from downstream.module import ExportedModule
 from downstream.words import span_words, split_words
@@ -368,6 +373,7 @@ def job_from_args(args) -> FeaturesJob:
                        batch_size=args.batch_size)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m downstream.features`: parse, build the job, run it; the sidecar's content as the last line."""
     args = parse_args(argv)

@@ -30,6 +30,10 @@ it prints the same table and returns a `Diagnostics` (`summary()` is the JSON li
     result.layers["layer_2"]["anisotropy"]
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import sys
@@ -37,6 +41,7 @@ import sys
 import numpy as np
 
 from commands.job_fields import COUNT, NON_NEGATIVE, checked
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, run_to_summary
 
 PAIRS = 20000
@@ -231,6 +236,7 @@ def job_from_args(args) -> DiagnosticsJob:
                           batch_size=args.batch_size)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m downstream.vector_diagnostics`: parse, build the job, run it; the figures as the last line."""
     args = parse_args(argv)

@@ -3,5 +3,3 @@ pretraining TFRecords (`pipeline.pretraining_data`). Imports only `preprocessing
 typed, frozen job object and `run(job)`, with I/O at its edges; its command parses flags into that object
 (`main(argv)`), and every job's edge is `pipeline.beam_job`.
 """
-
-import commands  # noqa: F401,E402 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

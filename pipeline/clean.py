@@ -24,6 +24,10 @@ The same job from Python is one call on a `CleanJob`, which holds what the flags
     run(CleanJob(input="corpus/*.txt", output_dir="cleaned", cleaning=Cleaning(dedup="all")))
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -42,6 +46,7 @@ from pipeline.documents import ReadDocuments
 from commands import overwrite
 from commands.job_fields import checked, output_of
 from commands.output_lock import OutputLock
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, writable_dir
 
 REPORT = "clean_report"
@@ -200,6 +205,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> CleanJob:
                     overwrite=args.overwrite, run_options=beam_job.run_options(args, beam_args))
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m pipeline.clean`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
@@ -207,5 +213,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.exit(main())

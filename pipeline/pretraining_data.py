@@ -27,6 +27,10 @@ what the flags say:
     run(PretrainingDataJob(model="bert", input="corpus/*.txt", vocab="vocab.txt", output_dir="bert_data"))
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -48,6 +52,7 @@ from pipeline.shard_writer import write_failed
 from commands import overwrite
 from commands.output_lock import OutputLock
 from preprocessing.metadata import VOCAB_FILE, DatasetMetadata
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError
 from preprocessing.vocabulary import Vocabulary
 
@@ -247,6 +252,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> Pretraining
         cleaning=clean_report.from_args(args), run_options=beam_job.run_options(args, beam_args))
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m pipeline.pretraining_data`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
@@ -254,5 +260,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.exit(main())

@@ -16,6 +16,10 @@ Runs offline on all local cores by default and unchanged on Dataflow, Dask, Flin
 (docs/distributed_runners.md).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -33,6 +37,7 @@ from pipeline.clean_report import Cleaning, CleanPlan
 from pipeline.word_counts import CountWords
 from pipeline.wordpiece_learner import LearnerConfig, learn_vocabulary
 from commands.job_fields import checked, output_of
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, check_range, writable_file
 from preprocessing.vocabulary import SPECIAL_TOKENS, Vocabulary
 
@@ -266,6 +271,7 @@ def job_from_args(args: argparse.Namespace, beam_args: list[str]) -> VocabJob:
                     cleaning=clean_report.from_args(args), run_options=beam_job.run_options(args, beam_args))
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m pipeline.vocab`: parse, build the job, run it."""
     args, beam_args = parse_args(argv)
@@ -275,5 +281,4 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     logging.getLogger().setLevel(logging.WARNING)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.exit(main())

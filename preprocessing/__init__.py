@@ -3,5 +3,3 @@
 The bottom of the house's text logic: no Beam, no corpora, no models, no command plumbing (that is
 `commands/`). The Beam jobs, tf.data and the served graphs all call it.
 """
-
-import commands  # noqa: F401 - quiets TensorFlow's start-up before anything imports it (commands.tf_startup)

@@ -10,6 +10,10 @@ the pipeline and the serving graphs use. Invalid UTF-8 is replaced (and counted 
 word, piece and `[UNK]` counts): this command and the demo's tokenization step both run it.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import codecs
 import dataclasses
@@ -17,6 +21,7 @@ import os
 import sys
 from typing import IO, Iterator
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from preprocessing.vocabulary import UNK, Vocabulary
 
@@ -101,6 +106,7 @@ class LineTokenizer:
         return counts
 
 
+@quiet_command
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m preprocessing.tokenize", description=__doc__.split("\n")[0])
     parser.add_argument("--vocab", required=True, help="vocab.txt, one token per line")
@@ -116,7 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:  # a VocabularyError, a missing input: one line
         return exit_status(e)
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from preprocessing.wordpiece import WordPieceTokenizer  # late: argument errors should not wait for TF
 
     tokenizer = LineTokenizer(WordPieceTokenizer(vocab, lower_case=not args.cased), pieces=args.pieces)

@@ -20,6 +20,10 @@ and tensors to JSON values with the server's own codec (`serving.server.json_ten
 the same answer, or the same INVALID_ARGUMENT message, for the same request.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import sys
@@ -27,6 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from serving.server import json_values
 
@@ -303,6 +308,7 @@ def read_body(path: str) -> dict:
     return body
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m serving.client`: the answer as JSON; an error answer is `error: STATUS: message` and exit
     status 1, a bad request of the user's (flags, `--json`) one line and exit status 2."""

@@ -24,6 +24,10 @@ as the job writes them (one per bucket) and their records are counted. Prints a 
 and microseconds per instance per stage, and instances per CPU-second of the stages together.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import collections
 import os
@@ -32,6 +36,7 @@ import sys
 import tempfile
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import pretraining_runs
 from demo import shared_data
 
@@ -142,6 +147,7 @@ def table(clock: Clock, instances: int) -> str:
     return "\n".join(rows)
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))

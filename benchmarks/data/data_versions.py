@@ -22,6 +22,10 @@ checkout's median per runner is appended to `benchmarks/results/pretraining_data
 the last figure on this CPU model (`benchmarks.lib.history`).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import hashlib
 import json
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import history
 from benchmarks.lib import pretraining_runs
 from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree
@@ -75,6 +80,7 @@ def baseline_root(baseline: str, tmp: str) -> str:
     return root
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", required=True, metavar="COMMIT|DIR",

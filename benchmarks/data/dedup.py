@@ -39,6 +39,10 @@ to `benchmarks/results/dedup.jsonl` and prints the change against the last run o
 instruction sets (`benchmarks.lib.history.cpu_isa`).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import collections
 import json
@@ -51,6 +55,7 @@ import tempfile
 import time
 from typing import Sequence
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import history, proc
 from benchmarks.lib.proc import ROOT
 from preprocessing import near_duplicates
@@ -295,6 +300,7 @@ def record(figures: dict) -> None:
         f.write(json.dumps(entry) + "\n")
 
 
+@quiet_command
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data.dedup", description=__doc__.split("\n")[0])
     parser.add_argument("--base", type=int, default=1000)

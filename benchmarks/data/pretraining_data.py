@@ -45,6 +45,10 @@ beyond the 40-line job's) to benchmarks/results/pretraining_data.jsonl and print
 figure on the same CPU model (`benchmarks.lib.history`).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
@@ -54,6 +58,7 @@ import sys
 import tempfile
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import history
 from benchmarks.lib.pretraining_runs import (COMMON, MULTI_PROCESSING, SMALL_JOB_LINES, corpus_stats, count_records,
                                              first_lines, measure, read_documents, run_reference, write_corpus)
@@ -268,6 +273,7 @@ def history_figures(corpus_name: str, small: dict, ours: dict, ours_one: dict, d
 # ---------------------------------------------------------------------------------------------------------
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))

@@ -40,6 +40,10 @@ extrapolated from the 1x -> 4x slope.
 Prints the tables and a final line holding a JSON object of all figures.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import contextlib
 import json
@@ -51,6 +55,7 @@ import sys
 import tempfile
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.dask_worker import DASK_RUNNER as DASK
 from benchmarks.lib.pretraining_runs import COMMON, count_records, read_documents, run_reference, write_corpus
 from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree, status_kb
@@ -380,6 +385,7 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))

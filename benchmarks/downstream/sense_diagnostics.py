@@ -18,11 +18,16 @@ diagnosis is kept under `--out_dir` and reused. About 10 minutes for the four mo
 2 cores).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT, last_json, run_module
 COLUMNS = ("sense", "centred", "standardised", "anisotropy", "top_component_share", "word", "position",
            "sentence", "context")
@@ -82,6 +87,7 @@ def report(name: str, trained: dict, initial: dict | None) -> None:
             print(f"{layer:<16}{label:<9}{cells}")
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo_dir", required=True)

@@ -23,6 +23,10 @@ Garden's peer counts them).
 Model Garden's BERT runs in an environment of its own (`benchmarks/peers/`) and writes the same JSON.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -32,6 +36,7 @@ import time
 import keras
 import numpy as np
 
+from commands.tf_startup import quiet_command
 from benchmarks.peers import keras_hub_models
 
 
@@ -237,6 +242,7 @@ class _EvalEachEpoch(keras.callbacks.Callback):
         self.fn(epoch)
 
 
+@quiet_command
 def main(argv=None) -> None:
     from preprocessing import readers
 

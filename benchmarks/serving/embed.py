@@ -25,6 +25,10 @@ engines' sentences per CPU-second (start-up subtracted) go to benchmarks/results
 against the last figure on this CPU model (`benchmarks.lib.history`; the small run's CPU is the fixed cost).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import gzip
 import json
@@ -32,6 +36,7 @@ import os
 import sys
 import tempfile
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import history
 from benchmarks.lib.dask_worker import on_fresh_worker
 from benchmarks.lib.proc import ROOT, child_env, log_tail, run_tree
@@ -113,6 +118,7 @@ def memory(tmp, module, full, layers) -> dict:
     return out
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=shared_data.path("corpus", "heldout.txt.gz"))

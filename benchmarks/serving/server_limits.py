@@ -23,6 +23,10 @@ step 3. Errors are answers
 other than the intended ones and exceptions (should be 0). Prints one JSON object.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import http.client
 import json
@@ -34,6 +38,7 @@ import tempfile
 import threading
 import time
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT, pid_stat, status_kb
 
 WORDS = "the bank raised its rates a river ran by".split()
@@ -112,6 +117,7 @@ def big_strings(port: int, pid: int, megabytes: float, count: int) -> dict:
             "peak_rise_mb": round((status_kb(pid)[1] - before) / 1024, 1)}
 
 
+@quiet_command
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=64)

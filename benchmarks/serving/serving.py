@@ -19,6 +19,10 @@ of the run (client and server share the machine's cores); errors are non-200 ans
 `server_p50_ms`, ...; ratio = server / in-process).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import http.client
 import json
@@ -34,6 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from commands.tf_startup import quiet_command  # noqa: E402
 from benchmarks.lib.proc import ROOT  # noqa: E402
 from serving.server.model_config import ModelEntry  # noqa: E402
 from serving.server.manager import version_folders  # noqa: E402
@@ -130,6 +135,7 @@ def inprocess_run(path: str, texts, args) -> dict:
     return load_run(args.clients, args.requests, send)
 
 
+@quiet_command
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=16)

@@ -21,11 +21,16 @@ each; the unigram baseline of the same targets. Data: the demo's layout (`--data
 the shared corpus (made on first use). Prints a table per model and a final JSON line.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import math
 import os
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib import quality_runs
 from benchmarks.lib.proc import ROOT
 from benchmarks.peers import model_garden_run
@@ -98,6 +103,7 @@ def report(kind: str, result: dict) -> None:
     print("ratio i: " + "; ".join(f"{i + 1} = {a} / {b}" for i, (a, b) in enumerate(pairs)))
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.training.learning_parity",
                                      description=__doc__.split("\n")[0])

@@ -37,10 +37,15 @@ a test, 17 minutes of the suite). Each figure against its baseline goes to the h
 Prints a table and, last, one JSON object. Finished steps are reused when their outputs exist.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT
 from benchmarks.lib.quality_runs import RECIPES, history_figures, run
 
@@ -100,6 +105,7 @@ def checks(results: dict) -> list[tuple[str, bool, str]]:
     return out
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", default=os.path.join(ROOT, ".cache", "model_quality"))

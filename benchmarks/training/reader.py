@@ -15,6 +15,10 @@ Last line: one JSON object; then, unless --no_history, each kind's examples per 
 benchmarks/results/reader.jsonl and compared with the last figure on this CPU model (`benchmarks.lib.history`).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
@@ -25,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
+from commands.tf_startup import quiet_command  # noqa: E402
 from benchmarks.lib import history  # noqa: E402
 from preprocessing import readers, schema  # noqa: E402
 from tests.fixtures.training import write_dataset  # noqa: E402
@@ -80,6 +85,7 @@ def measure(pattern: str, args) -> tuple[float, float]:
     return best
 
 
+@quiet_command
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="bert_dynamic,bert_static,gpt,bilm")

@@ -20,12 +20,17 @@ ceiling, and the training CPU-minutes. Finished runs are reused from `--work_dir
 steps takes about 6 minutes (AMD EPYC, AVX2, 2 cores), a GPT one about 4.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import subprocess
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT, child_env
 # candidate -> (data job flags, --set fields) over the demo's recipe
 CANDIDATES = {
@@ -139,6 +144,7 @@ def report(rows: list[dict]) -> None:
         print("* held-out windows of another length: the loss does not compare with the others")
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo_dir", required=True, help="a finished `make demo` folder (its corpus and data)")

@@ -24,11 +24,16 @@ faster to that quality), and records the ratios in `benchmarks/results/time_to_q
 are reused from `--out_dir`. At 1,000 steps the three runs take about 40 minutes (AMD EPYC, AVX2, 2 cores).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import os
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT
 BATCH = 32
 MG_DEFAULT = {"learning_rate": 1e-4, "warmup_fraction": 0.01, "dropout": 0.1}
@@ -101,6 +106,7 @@ def report(curves: dict[str, list[dict]]) -> dict:
     return ratios
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_dir", required=True, help="the demo's data folder (DEMO_DIR/data)")

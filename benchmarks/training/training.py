@@ -38,6 +38,10 @@ are appended to `benchmarks/results/training.jsonl`, each compared with the last
 model (`benchmarks.lib.history`; timed executions only, so there is no fixed cost in the figures).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -51,6 +55,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from commands.tf_startup import quiet_command  # noqa: E402
 from benchmarks.lib import history  # noqa: E402
 from models import families  # noqa: E402
 from models.training import distribute, hardware  # noqa: E402
@@ -276,6 +281,7 @@ def precision_main(args) -> None:
     print(json.dumps(summary))
 
 
+@quiet_command
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="tiny,mini,base", help=f"comma-separated, of {', '.join(DEFAULTS)}")

@@ -27,6 +27,10 @@ accuracies in `benchmarks/results/vector_parity.jsonl`. The demo's three 600-ste
 with 3 seeds take about 1.5 hours (AMD EPYC, AVX2, 2 cores).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import math
@@ -35,6 +39,7 @@ import resource
 import subprocess
 import sys
 
+from commands.tf_startup import quiet_command
 from benchmarks.lib.proc import ROOT, child_env, last_json
 from benchmarks.lib.stats import mean_se
 TRAINERS = {"bert": ("ours", "peer"), "gpt": ("ours", "ours_pre_ln", "peer")}
@@ -135,6 +140,7 @@ def table(kind: str, results: list[dict]) -> dict:
     return {t: {k: list(v) for k, v in s.items()} for t, s in stats.items()} | {"ceiling": ceiling}
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_dir", required=True, help="the demo's data folder (DEMO_DIR/data)")

@@ -12,9 +12,15 @@ Example:
                                   output_dir="out", config=FinetuneConfig(epochs=1)))
 """
 
-from downstream.finetune.config import FinetuneConfig
-from downstream.finetune.job import FinetuneJob
-from downstream.finetune.outputs import FinetuneResult
-from downstream.finetune.run import finetune
+import importlib
 
-__all__ = ["FinetuneConfig", "FinetuneJob", "FinetuneResult", "finetune"]
+# Loaded on first use, so that `python -m downstream.finetune` quiets TensorFlow before this package loads it
+_API = {"FinetuneConfig": "downstream.finetune.config", "FinetuneJob": "downstream.finetune.job",
+        "FinetuneResult": "downstream.finetune.outputs", "finetune": "downstream.finetune.run"}
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_API[name]), name)

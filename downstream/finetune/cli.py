@@ -19,9 +19,9 @@ Python API.
 """
 
 import argparse
-import os
 import sys
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 from downstream.finetune import tasks
 from downstream.finetune.config import FinetuneConfig, apply_overrides
@@ -52,8 +52,8 @@ def job_from_args(args) -> FinetuneJob:
                        config=apply_overrides(FinetuneConfig(), args.overrides), overwrite=args.overwrite)
 
 
+@quiet_command
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
     try:
         result = finetune(job_from_args(args), log=lambda m: print(m, file=sys.stderr))

@@ -42,6 +42,7 @@ import os
 import sys
 
 from commands.job_fields import COUNT, checked, output_of
+from commands.tf_startup import quiet_command
 from models.convert.formats import FORMATS
 
 BERT_DEFAULT_SEQ, BERT_DEFAULT_PREDICTIONS, BILM_DEFAULT_SEQ = 128, 20, 20
@@ -307,8 +308,8 @@ def _export_checkpoint(job: ExportJob) -> dict:
     return result
 
 
+@quiet_command
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
     from commands.user_errors import exit_status
 

@@ -12,12 +12,18 @@ The held-out targets are those of the first `batches` batches of `batch_size`, r
 that `models.training.train --eval_data` and `models.training.evaluate` score. Prints one JSON object.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import math
 import sys
 
 import numpy as np
+
+from commands.tf_startup import quiet_command
 
 TARGETS = {"bert": "mlm", "bilm": "forward", "gpt": None}  # which of the reader's labels a model predicts
 
@@ -49,6 +55,7 @@ def context_free(train_targets: np.ndarray, heldout_targets: np.ndarray, vocab_s
             "targets": int(heldout_targets.size)}
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.training.baselines", description=__doc__.split("\n")[0])
     parser.add_argument("--train_data", required=True)

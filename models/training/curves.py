@@ -8,12 +8,17 @@ tokens/s) gets its own panel, one line per split. Reading and grouping (`read_hi
 only `plot` touches matplotlib (the Agg backend: no display needed).
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import math
 import os
 import sys
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 
 HISTORY = "history.jsonl"
@@ -89,6 +94,7 @@ def write_curves(model_dir: str, output: str | None = None) -> str:
     return output
 
 
+@quiet_command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.training.curves", description=__doc__.split("\n")[0])
     parser.add_argument("--model_dir", required=True)

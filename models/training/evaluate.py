@@ -17,6 +17,10 @@ The same from Python is one call on an `EvaluateJob`, whose fields are the flags
     result.step, result.metrics["mlm_accuracy"]
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import dataclasses
 import json
@@ -33,6 +37,7 @@ from models.training.train_job import STRATEGIES
 from models.training.trainer import Trainer, json_safe
 from preprocessing import readers
 from commands.job_fields import COUNT, JobFieldError, checked
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status, require_dir, require_file, writable_file
 
 METRICS_FILE = "metrics.json"
@@ -104,6 +109,7 @@ def job_from_args(args) -> EvaluateJob:
                        batch_size=args.batch_size, strategy=args.strategy, tpu=args.tpu)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m models.training.evaluate`: parse, build the job, evaluate; the figures as the last line."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

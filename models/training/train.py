@@ -34,6 +34,10 @@ Exit status: 0 done; 2 bad input (one line on stderr, `--verbose` for the traceb
 SIGINT: 130) after saving a checkpoint, so `train && export` does not go on with a partly trained model.
 """
 
+if __name__ == "__main__":  # `python -m`: TensorFlow quiet before the imports below load it (commands.tf_startup)
+    from commands.tf_startup import quiet_tensorflow_startup
+    quiet_tensorflow_startup()
+
 import argparse
 import json
 import logging
@@ -50,6 +54,7 @@ from models.training.train_job import STRATEGIES, TrainJob, TrainResult
 from models.training.train_plan import TrainPlan, resolve
 from models.training.trainer import NonFiniteLossError, Trainer, json_safe
 from preprocessing import readers
+from commands.tf_startup import quiet_command
 from commands.user_errors import UserError, exit_status
 
 log = logging.getLogger("models.training.train")
@@ -86,6 +91,7 @@ def job_from_args(args) -> TrainJob:
                     allow_change=args.allow_change, strategy=args.strategy, tpu=args.tpu)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m models.training.train`: parse, build the job, train; the result as the last line."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -10,7 +10,15 @@ Example:
     result = export(ExportJob(model_dir="runs/bert_tiny", export_dir="export/bert"))
 """
 
-from serving.export.cli import export
-from serving.export.job import ExportError, ExportJob, ExportResult
+import importlib
 
-__all__ = ["ExportError", "ExportJob", "ExportResult", "export"]
+# Loaded on first use, so that `python -m serving.export` quiets TensorFlow before this package loads it
+_API = {"export": "serving.export.cli", "ExportError": "serving.export.job", "ExportJob": "serving.export.job",
+        "ExportResult": "serving.export.job"}
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_API[name]), name)

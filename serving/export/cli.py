@@ -42,6 +42,7 @@ import shutil
 
 from commands.output_lock import OutputLock
 from commands.overwrite import require_model_dir
+from commands.tf_startup import quiet_command
 from commands.user_errors import OneLineParser, run_to_summary
 from serving.export.job import MANIFEST_FILE, UNSERVABLE, ExportError, ExportJob, ExportResult, writable_folder
 
@@ -75,9 +76,9 @@ def job_from_args(args) -> ExportJob:
                      overwrite=args.overwrite)
 
 
+@quiet_command
 def main(argv=None) -> int:
     """`python -m serving.export`: parse, build the job, export; the result as the last line."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
     return run_to_summary(lambda: export(job_from_args(args)).summary())
 

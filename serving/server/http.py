@@ -51,6 +51,7 @@ import urllib.parse
 import tensorflow as tf
 from google.protobuf import json_format
 
+from commands.tf_startup import quiet_command
 from commands.user_errors import OneLineParser, UserError, exit_status
 from serving.server import json_tensor
 from serving.server.generation import check_generation_inputs
@@ -360,6 +361,7 @@ def _options(args) -> ServerOptions:
     return ServerOptions(grpc_port=args.port or None, **named)
 
 
+@quiet_command
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:

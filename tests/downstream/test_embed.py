@@ -190,6 +190,23 @@ def test_the_command_prints_its_own_lines_only(exports, clean, tmp_path):
     assert lines[0].startswith(f"embed: gpt {exports['gpt']}, 1 file(s) -> ") and lines[1].startswith("embed: done")
 
 
+def test_the_command_and_its_workers_print_no_tensorflow_lines(exports, clean, tmp_path):
+    """Issue 57: TensorFlow's error line `oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back
+    ...`, printed once by each process that loads a module where oneDNN is on (by default on CPUs with AVX-512
+    only), reached stderr from the command's process and from each worker. TF_ENABLE_ONEDNN_OPTS=1 turns
+    oneDNN on whatever the CPU; no TF_CPP_MIN_LOG_LEVEL, as in a user's shell; two worker processes."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "downstream.embed", "--module", exports["gpt"], "--input",
+                           os.path.join(clean, "[ab].txt"), "--output_dir", str(tmp_path / "out"), "--layers", "last",
+                           "--progress_seconds", "0", "--direct_num_workers", "2"], cwd=ROOT,
+                          env=dict(env, PYTHONPATH=ROOT, TF_ENABLE_ONEDNN_OPTS="1"), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("embed: done"), proc.stderr
+    assert json.load(open(tmp_path / "out" / "metadata.json"))["worker_processes"] == 2
+
+
 def test_default_runner_loads_one_model_per_worker_process(exports, clean, tmp_path):
     """The multi-processing DirectRunner, one worker per core: the default for an input over
     `beam_options.SMALL_INPUT_BYTES` (this small one would run in-process without `--direct_num_workers`)."""
