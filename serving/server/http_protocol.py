@@ -3,8 +3,8 @@
 h11 (python-hyper's sans-I/O HTTP/1.1 state machine) frames every request: it reads the request line and
 headers, the Content-Length or chunked body, keep-alive and pipelining, `Expect: 100-continue`, and writes
 every response. Its reading of a request is the only one: the event loop (`connections.py`) feeds bytes
-to `HttpProtocol` and acts on what `next()` returns, and the worker that answers (`transport.py`) gets the
-same parsed `Request`. What h11 cannot read, or what this server refuses, comes back as one `Refused` that
+to `HttpProtocol` and acts on what `next()` returns (a head, each piece of a chunked body as it arrives, a
+whole request), and the worker that answers (`transport.py`) gets the same parsed `Request`. What h11 cannot read, or what this server refuses, comes back as one `Refused` that
 is answered with a JSON error and the connection closed, so no byte of a request is read twice.
 
 The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the
@@ -58,6 +58,13 @@ class Head:
     """A request's head was read and admitted; `length` is its Content-Length, None for a chunked body."""
 
     length: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrived:
+    """`size` more bytes of a chunked body are held: the loop counts them before it reads on."""
+
+    size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +134,8 @@ class HttpProtocol:
     by h11. Not thread-safe: the event loop and the worker use it in turn, never at once.
 
     Feed bytes with `receive` (b"" for the client's close), then call `next()` until it returns NEED_DATA,
-    CLOSED, a `Complete` request or a `Refused` one.
+    CLOSED, a `Complete` request or a `Refused` one. A chunked body's bytes are counted as they come: each
+    piece read is one `Arrived(size)`, so the caller can refuse a body before it is whole.
 
     Args:
       max_request_bytes: the largest body (413 beyond it).
@@ -172,7 +180,7 @@ class HttpProtocol:
         self._h11.receive_data(data)
 
     def next(self):
-        """-> NEED_DATA | CLOSED | Head | Complete | Refused: the next thing to act on."""
+        """-> NEED_DATA | CLOSED | Head | Arrived | Complete | Refused: the next thing to act on."""
         while True:
             try:
                 event = self._h11.next_event()
@@ -187,12 +195,16 @@ class HttpProtocol:
             if isinstance(event, h11.Data):
                 self._received += len(event.data)
                 if self._length is None and self._received > self._limit:
+                    self.discard()
                     return Refused(413, too_large(f"more than {self._limit}", self._limit))
                 self._chunks.append(event.data)
+                if self._length is None:  # a Content-Length body was counted whole from its head
+                    return Arrived(len(event.data))
             elif isinstance(event, h11.EndOfMessage):
-                head = self._head
+                head, body = self._head, b"".join(self._chunks)
+                self._chunks = []
                 return Complete(Request(head.method.decode("latin-1"), head.target.decode("latin-1"),
-                                        tuple(head.headers), b"".join(self._chunks)))
+                                        tuple(head.headers), body))
 
     def _admit(self, head: h11.Request) -> Head | Refused:
         self._head = head
@@ -206,6 +218,10 @@ class HttpProtocol:
         if self._length > self._limit:
             return Refused(413, too_large(str(self._length), self._limit))
         return Head(self._length)
+
+    def discard(self) -> None:
+        """Drops the body read so far (the request was refused, or its connection closed)."""
+        self._chunks = []
 
     def _truncated(self) -> Refused:
         """The client closed its side within a request."""

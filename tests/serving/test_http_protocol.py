@@ -5,22 +5,23 @@ h11's), and the answers it writes."""
 import h11
 import pytest
 
-from serving.server.http_protocol import (CLOSED, MAX_HEAD_BYTES, NEED_DATA, Complete, Head, HttpProtocol, Refused,
-                                          closing_answer)
+from serving.server.http_protocol import (CLOSED, MAX_HEAD_BYTES, NEED_DATA, Arrived, Complete, Head, HttpProtocol,
+                                          Refused, closing_answer)
 
 HEAD = b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n"
 PREDICT = b'{"instances":["a"]}'
 
 
 def read(protocol: HttpProtocol, data: bytes, eof: bool = False) -> list:
-    """Feeds `data` (and the client's close) -> every outcome up to NEED_DATA / CLOSED / Complete / Refused."""
+    """Feeds `data` (and the client's close) -> every outcome up to NEED_DATA / CLOSED / Complete / Refused
+    (past a Head and each Arrived)."""
     protocol.receive(data)
     if eof:
         protocol.receive(b"")
     outcomes = []
     while True:
         outcomes.append(protocol.next())
-        if not isinstance(outcomes[-1], Head):
+        if not isinstance(outcomes[-1], (Head, Arrived)):
             return outcomes
 
 
@@ -64,9 +65,23 @@ def test_what_the_server_refuses(data, status, message):
 
 def test_a_chunked_body_over_the_limit_is_refused_as_it_grows():
     protocol = HttpProtocol(10)
-    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n") == [Head(None), NEED_DATA]
+    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n") == [
+        Head(None), Arrived(8), NEED_DATA]
     assert read(protocol, b"8\r\n12345678\r\n") == [
         Refused(413, "Request body of more than 10 bytes exceeds the limit of 10 bytes (--max_request_bytes)")]
+
+
+def test_each_piece_of_a_chunked_body_is_counted_as_it_arrives():
+    """Issue 57: the event loop reserves a chunked body's bytes from `Arrived` (a piece of a chunk counts
+    too), so a body held open mid-way counts; a Content-Length body was counted whole from its head."""
+    protocol = HttpProtocol(4096)
+    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"in") == [
+        Head(None), Arrived(4), NEED_DATA]
+    outcomes = read(protocol, b"s\r\nE\r\ntances\":[\"a\"]}\r\n0\r\n\r\n")
+    assert outcomes[:2] == [Arrived(1), Arrived(14)] and outcomes[2].request.body == PREDICT
+    counted = HttpProtocol(4096)
+    outcomes = read(counted, HEAD + b"Content-Length: %d\r\n\r\n" % len(PREDICT) + PREDICT)
+    assert outcomes[0] == Head(len(PREDICT)) and isinstance(outcomes[1], Complete)
 
 
 @pytest.mark.parametrize("data, message", [

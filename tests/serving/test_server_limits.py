@@ -255,6 +255,37 @@ def test_bodies_in_flight_are_bounded(base):
             "predictions": [1]}
 
 
+def chunked_head(port: int, body: bytes) -> socket.socket:
+    """A connection that sends a chunked predict's head and one chunk of `body`, and keeps its side open."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    sock.sendall(post("/v1/models/text:predict", b"%x\r\n" % len(body) + body + b"\r\n",
+                      "Transfer-Encoding: chunked\r\n"))
+    return sock
+
+
+def test_chunked_bodies_count_against_the_budget_from_their_first_byte(base):
+    """Issue 57: a chunked body was reserved only once whole, so bodies in transit counted nowhere (ten held
+    open mid-body took 4.5x the budget). Now each piece is reserved as it arrives: the connection whose piece
+    passes the budget gets 503 and is closed, and closing the others mid-body gives their bytes back."""
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_inflight_bytes=100_000,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        budget, held = running._http.budget, []
+        for count in (1, 2):
+            held.append(chunked_head(running.rest_port, b"x" * 40_000))
+            wait_until(lambda: budget.used == 40_000 * count)
+        with chunked_head(running.rest_port, b"x" * 40_000) as over:
+            status, body = read_answer(over)
+        assert status == 503 and body["error"].startswith("Server busy") and \
+            "(--rest_api_max_inflight_bytes)" in body["error"], body
+        assert budget.used == 80_000
+        for sock in held:
+            sock.close()
+        wait_until(lambda: budget.used == 0 and running._http.reactor.open_connections == 0)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
+
+
 def test_model_names_cannot_reach_outside_the_base_paths(server):
     for path in ("/v1/models/..%2F..%2Fetc", "/v1/models/%2E%2E", "/v1/models/text%2F..%2Fcls"):
         request = urllib.request.Request(server.url + path)
