@@ -1,16 +1,16 @@
 """The REST server's sockets: one event loop (`Reactor`) that accepts, caps, reads and times out every
 connection, and hands a connection to a worker only with one whole request in hand.
 
-Each connection's bytes go to its `http_protocol.HttpProtocol` (h11), the one reader of its requests; the
-loop acts on what it reads: a head admitted (a Content-Length body's bytes reserved from the budget,
-`100 Continue` when the client waits for it), each piece of a chunked body (reserved as it arrives, so a
-body in transit counts from its first byte), a whole request (given to a worker with
-`submit(connection, request)`; the loop stops watching that socket until the worker calls `resume`
-(keep-alive) or `close`), or a refusal (answered with its JSON error, then closed). What the loop answers itself, then closes: every request h11 cannot read
-or `HttpProtocol` refuses (400, 413, 431), 503 over the connection caps or the in-flight byte budget, 408
-for headers not complete within the header timeout, 400 for a body that paused longer than the read
-timeout. A connection that closes, at any point, gives its reservation back and drops what it held of its
-body. See `transport.py` for the limits.
+Each connection's bytes go to its `http_protocol.HttpProtocol` (h11), the one reader of its requests; the loop
+acts on what it reads: a head admitted (a Content-Length body's bytes reserved from the budget, `100 Continue`
+when the client waits for it), each piece of a chunked body (reserved as it arrives, so a body in transit
+counts from its first byte), a whole request (given to a worker with `submit(connection, request)`; the loop
+stops watching that socket until the worker calls `resume` (keep-alive) or `close`), or a refusal (answered
+with its JSON error, then closed). What the loop answers itself, then closes: every request h11 cannot read or
+`HttpProtocol` refuses (400, 413, 431), 503 over the connection caps or the in-flight byte budget, 408 for
+headers not complete within the header timeout, 400 for a body that paused longer than the read timeout. A
+connection that closes, at any point, gives its reservation back and drops what it held of its body. See
+`transport.py` for the limits.
 """
 
 import collections

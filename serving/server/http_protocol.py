@@ -2,10 +2,11 @@
 
 h11 (python-hyper's sans-I/O HTTP/1.1 state machine) frames every request: it reads the request line and
 headers, the Content-Length or chunked body, keep-alive and pipelining, `Expect: 100-continue`, and writes
-every response. Its reading of a request is the only one: the event loop (`connections.py`) feeds bytes
-to `HttpProtocol` and acts on what `next()` returns (a head, each piece of a chunked body as it arrives, a
-whole request), and the worker that answers (`transport.py`) gets the same parsed `Request`. What h11 cannot read, or what this server refuses, comes back as one `Refused` that
-is answered with a JSON error and the connection closed, so no byte of a request is read twice.
+every response. Its reading of a request is the only one: the event loop (`connections.py`) feeds bytes to
+`HttpProtocol` and acts on what `next()` returns (a head, each piece of a chunked body as it arrives, a whole
+request), and the worker that answers (`transport.py`) gets the same parsed `Request`. What h11 cannot read,
+or what this server refuses, comes back as one `Refused` that is answered with a JSON error and the connection
+closed, so no byte of a request is read twice.
 
 The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the
 body is read; from a chunked body as soon as it grows past the limit), a request with both
