@@ -8,11 +8,12 @@ request), and the worker that answers (`transport.py`) gets the same parsed `Req
 or what this server refuses, comes back as one `Refused` that is answered with a JSON error and the connection
 closed, so no byte of a request is read twice.
 
-The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the
-body is read; from a chunked body as soon as it grows past the limit), a request with both
-Transfer-Encoding and Content-Length gets 400 (RFC 9112 section 6.1: framed either way, a smuggling
-risk), a request line and headers over `MAX_HEAD_BYTES` get 431, a body cut short by the client's close
-gets 400 naming how much arrived, and every other head or chunk h11 cannot read gets 400 with its reason.
+The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the body
+is read; from a chunked body as soon as it grows past the limit), a request with both Transfer-Encoding and
+Content-Length gets 400 (RFC 9112 section 6.1: framed either way, a smuggling risk), a request line and
+headers over `MAX_HEAD_BYTES` get 431 (a chunk size line or trailers over it, 400), a body cut short by the
+client's close gets 400 naming how much arrived, and every other head or chunk h11 cannot read gets 400 with
+its reason.
 """
 
 import dataclasses
@@ -113,11 +114,17 @@ def _readable(reason: str) -> str:
     return re.sub(r"bytearray\((b(['\"]).*?\2)\)", r"\1", reason)[:300]
 
 
-def _unreadable(error: h11.RemoteProtocolError) -> Refused:
-    """What h11 could not read -> the answer."""
+def head_too_large() -> Refused:
+    return Refused(431, f"Request head too large: the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+
+
+def _unreadable(error: h11.RemoteProtocolError, head_read: bool) -> Refused:
+    """What h11 could not read (in the head, or in a body after `head_read`) -> the answer."""
     reason = _readable(str(error))
-    if error.error_status_hint == 431:
-        return Refused(431, f"Request head too large: the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+    if error.error_status_hint == 431:  # h11's buffer passed MAX_HEAD_BYTES while it waited for a line's end
+        if head_read:
+            return Refused(400, f"Bad chunked body: a chunk size line or the trailers exceed {MAX_HEAD_BYTES} bytes")
+        return head_too_large()
     if error.error_status_hint == 501:  # h11 gives 501 only for a Transfer-Encoding it does not read
         return Refused(400, f"Unsupported Transfer-Encoding ({reason}): send one 'Transfer-Encoding: chunked' "
                             f"or a Content-Length")
@@ -154,6 +161,7 @@ class HttpProtocol:
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._limit = max_request_bytes
         self._closed = False
+        self._fed = 0  # bytes given to h11 since the current request began
         self._reset()
 
     def _reset(self) -> None:
@@ -178,6 +186,7 @@ class HttpProtocol:
     def receive(self, data: bytes) -> None:
         """Bytes from the client; b"": the client closed its side."""
         self._closed = self._closed or not data
+        self._fed += len(data)
         self._h11.receive_data(data)
 
     def next(self):
@@ -186,12 +195,15 @@ class HttpProtocol:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as e:
-                return self._truncated() if self._closed else _unreadable(e)
+                return self._truncated() if self._closed else _unreadable(e, self._head is not None)
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return NEED_DATA
             if isinstance(event, h11.ConnectionClosed):
                 return CLOSED
             if isinstance(event, h11.Request):
+                # h11 bounds a head only while it waits for its end: one that came whole in one read is measured
+                if self._fed - len(self._h11.trailing_data[0]) > MAX_HEAD_BYTES:
+                    return head_too_large()
                 return self._admit(event)
             if isinstance(event, h11.Data):
                 self._received += len(event.data)
@@ -244,6 +256,7 @@ class HttpProtocol:
         sides' keep-alive), with the state reset for it."""
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
+            self._fed = len(self._h11.trailing_data[0])  # a pipelined request's bytes, already given
             self._reset()
             return True
         return False

@@ -57,10 +57,28 @@ def test_a_head_h11_cannot_read_is_refused_once(data, reason):
     (b"POST / HTTP/1.1\r\n\r\n", 400, "Bad request: Missing mandatory Host: header"),
     (HEAD + b"Content-Length: 5000\r\n\r\n", 413, "Request body of 5000 bytes exceeds the limit of 4096 bytes"),
     (HEAD + b"X: " + b"y" * MAX_HEAD_BYTES, 431, f"exceed {MAX_HEAD_BYTES} bytes"),
+    # issue 57: h11 bounds a head only while it waits for its end; a whole one in one read was accepted
+    (HEAD + b"".join(b"X-Header-%05d: v\r\n" % i for i in range(10_000)) + b"\r\n", 431,
+     f"exceed {MAX_HEAD_BYTES} bytes"),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2;x=" + b"y" * MAX_HEAD_BYTES, 400,
+     f"Bad chunked body: a chunk size line or the trailers exceed {MAX_HEAD_BYTES} bytes"),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n0\r\nX: " + b"y" * MAX_HEAD_BYTES, 400, "Bad chunked body"),
 ])
 def test_what_the_server_refuses(data, status, message):
     outcome = read(HttpProtocol(4096), data)[-1]
     assert isinstance(outcome, Refused) and outcome.status == status and message in outcome.message, outcome
+
+
+def test_a_head_is_measured_from_the_start_of_its_request():
+    """The largest head taken is MAX_HEAD_BYTES, whole in one read or in pieces, after a pipelined request too."""
+    head = HEAD + b"Content-Length: 0\r\n"
+    largest = head + b"X: " + b"y" * (MAX_HEAD_BYTES - len(head) - 7) + b"\r\n\r\n"
+    assert len(largest) == MAX_HEAD_BYTES and read(HttpProtocol(10), largest)[0] == Head(0)
+    assert read(HttpProtocol(10), largest.replace(b"X: ", b"X:  "))[0].status == 431
+    protocol = HttpProtocol(10)
+    assert isinstance(read(protocol, head + b"\r\n" + largest)[1], Complete)
+    protocol.response(200, b"{}", close=False)
+    assert protocol.start_next() and read(protocol, b"")[0] == Head(0)
 
 
 def test_a_chunked_body_over_the_limit_is_refused_as_it_grows():
