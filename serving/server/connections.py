@@ -25,7 +25,7 @@ from serving.server.http_protocol import (CLOSED, NEED_DATA, Arrived, Complete, 
                                           closing_answer)
 
 log = logging.getLogger(__name__)
-RECV_BYTES = 1 << 18
+RECV_BYTES = 1 << 16  # one read; also the most a connection holds past a request being served
 TICK_S = 0.05
 LINGER_S = 2.0  # after an early answer, how long the rest of a request is read and dropped before closing
 TRIM_BYTES = 1 << 20  # a body this large, once freed, has its pages given back to the system
