@@ -205,6 +205,50 @@ def test_connection_caps_refuse_at_once(base):
         ServerOptions(rest_api_max_connections=0)
 
 
+def test_the_connection_cap_in_all_refuses_at_once(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_connections=2,
+                            rest_api_timeout_in_ms=120_000, rest_api_header_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        held = [socket.create_connection(("127.0.0.1", running.rest_port)) for _ in range(2)]
+        wait_until(lambda: running._http.reactor.open_connections == 2)
+        with socket.create_connection(("127.0.0.1", running.rest_port), timeout=WAIT_S) as late:
+            status, body = read_answer(late)
+        assert status == 503 and "at most 2 connections in all (--rest_api_max_connections)" in body["error"]
+        held.pop().close()
+        wait_until(lambda: running._http.reactor.open_connections == 1)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
+        held[0].close()
+
+
+LENGTH_OF_A = b'{"signature_name":"length","instances":["a"]}'
+
+
+def test_a_full_queue_is_answered_503_and_the_queued_are_served(base):
+    """One worker held by a client that does not read an 8 MB answer; four whole requests fill the queue
+    (4 x --rest_api_num_threads); a fifth gets 503 at once. Once that client goes, the four are served."""
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=1,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        blocker = socket.socket()
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        blocker.connect(("127.0.0.1", running.rest_port))
+        blocker.sendall(post("/v1/models/text:predict", json.dumps({"instances": ["x" * 8_000_000]}).encode()))
+        wait_until(lambda: running._http.budget.used > 0 and not running._http.reactor._watched)  # at the worker
+        queued = []
+        for _ in range(4):
+            queued.append(socket.create_connection(("127.0.0.1", running.rest_port), timeout=WAIT_S))
+            queued[-1].sendall(post("/v1/models/text:predict", LENGTH_OF_A,
+                                    f"Content-Length: {len(LENGTH_OF_A)}\r\nConnection: close\r\n"))
+        wait_until(lambda: running._http._requests.qsize() == 4)
+        status, body = raw(running, post("/v1/models/text:predict", b'{"instances":["a"]}'))
+        assert status == 503 and body == {"error": "Server busy: every worker and queued place is taken; try again"}
+        blocker.close()
+        for sock in queued:
+            assert read_answer(sock) == (200, {"predictions": [1]})
+            sock.close()
+
+
 def wait_until(condition, seconds: float = WAIT_S) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
