@@ -3,11 +3,12 @@ process of its own, so that the RSS measured is the server's alone.
 
 Each case is a connection the client keeps open. A request the server cannot frame gets at most one answer
 (a JSON error with `Connection: close`), then the server closes the connection; a legal request (pipelined,
-`Expect: 100-continue`, an obs-fold inside the headers, chunk extensions and trailers) is served. Meanwhile
-clients that hold the server's resources (chunked bodies held open mid-way past the in-flight budget, a
-client that never reads its answers, silent sockets) are held open, another client's predicts are answered
-throughout, and the server's RSS stays within RSS_RISE_MB of what it was after a first predict; chunked
-bodies closed mid-way give their memory back to the system."""
+`Expect: 100-continue`, an obs-fold inside the headers, chunk extensions and trailers) is served; 300 seeded
+mutations of legal requests get HTTP answers with JSON bodies, never a 5xx, and a closed connection. Beside
+them, a client that never reads its answers, silent sockets, heads never finished and an idle keep-alive
+connection are closed by the server; then chunked bodies held open mid-way pass the in-flight budget (one
+503) and, closed by their clients mid-body, give their memory back. Another client's predicts are answered
+throughout, and the server's RSS stays within RSS_RISE_MB of what it was after a first predict."""
 
 import dataclasses
 import http.client
@@ -183,6 +184,7 @@ NAMED = [
     ("a NUL byte in the target", [request().replace(b"text:predict", b"te\x00xt:predict")], 0, [400],
      "Bad request line"),
     ("HTTP/1.1 without Host", [request().replace(b"Host: x\r\n", b"")], 0, [400], "Host"),
+    ("two Host headers", [request(b"Host: y\r\n")], 0, [400], "multiple Host"),
     ("a head sent one byte a second", [bytes([b]) for b in request()], 1.0, [408],
      "did not arrive within 3 s"),
     ("a predict, then a head without a colon, pipelined", [request(close=False) + request(b"X-No-Colon\r\n")],
@@ -375,20 +377,26 @@ def wait_until(condition) -> None:
 def test_hostile_framing_is_answered_once_and_closed_while_predicts_go_on(served):
     process, port = served
     predicts = Predicts(port)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
-    predicts.one(connection)  # the model warmed up: the RSS from here is the baseline
-    connection.close()
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+    predicts.one(idle)  # the model warmed up: the RSS from here is the baseline; then the connection is idle
     before = rss_mb(process.pid)
     predicts.start()
-    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+    heads = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+    for sock in heads:  # 60 KB of a head, never finished
+        sock.sendall(LINE + b"Host: x\r\nX-Long: " + b"y" * 60_000)
     reader, sender, closed_by_server = never_reading(port)
     failures = run_cases(port)
     assert failures == [], f"{len(failures)} cases failed:\n" + "\n".join(failures[:10])
     sender.join(WAIT_S)  # it ends once the server closed the connection, a worker's write having timed out
     assert not sender.is_alive() and closed_by_server, "the client that never reads was never closed"
     reader.close()
-    for sock in silent:  # closed after the header timeout, with no answer
+    for sock in silent + [idle.sock]:  # closed after the header timeout, or idle after the read timeout
         assert read_until_closed(sock) == ([], True)
+        sock.close()
+    for sock in heads:
+        answers, closed = read_until_closed(sock)
+        assert closed and [(a.status, a.close) for a in answers] == [(408, True)], answers
         sock.close()
 
     # chunked bodies held open mid-way, 4 MiB each: the one that passes the budget gets 503 at once, the others
