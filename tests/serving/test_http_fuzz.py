@@ -31,8 +31,8 @@ MAX_BODY = 4 << 20
 BUDGET = 7 << 21  # 14 MiB: three held bodies of 4 MiB fit, a fourth passes it
 FLAGS = ("--rest_api_header_timeout_in_ms", "3000", "--rest_api_timeout_in_ms", "10000", "--rest_api_num_threads",
          "4", "--max_request_bytes", str(MAX_BODY), "--rest_api_max_inflight_bytes", str(BUDGET))
-# Measured with these flags: the peak 39-51 MB over the RSS after a first predict (most of it the model's work on
-# the 200 KB predicts of the client that never reads); closing the held bodies gave back 11-14 MB of 12.6.
+# Measured with these flags: the peak 31-38 MB over the RSS after a first predict (most of it the model's work on
+# the 200 KB predicts of the client that never reads); closing the held bodies gave back 12.5-12.8 MB of 12.6.
 RSS_RISE_MB = 96
 
 PREDICT = b'{"signature_name":"length","instances":["a b"]}'
