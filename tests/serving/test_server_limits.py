@@ -234,7 +234,9 @@ def test_a_full_queue_is_answered_503_and_the_queued_are_served(base):
         blocker.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         blocker.connect(("127.0.0.1", running.rest_port))
         blocker.sendall(post("/v1/models/text:predict", json.dumps({"instances": ["x" * 8_000_000]}).encode()))
-        wait_until(lambda: running._http.budget.used > 0 and not running._http.reactor._watched)  # at the worker
+        http_server = running._http  # the blocker read whole, handed on, and taken by the worker:
+        wait_until(lambda: http_server.budget.used > 0 and not http_server.reactor._watched
+                   and http_server._requests.qsize() == 0)
         queued = []
         for _ in range(4):
             queued.append(socket.create_connection(("127.0.0.1", running.rest_port), timeout=WAIT_S))
