@@ -2,16 +2,18 @@
 
 h11 (python-hyper's sans-I/O HTTP/1.1 state machine) frames every request: it reads the request line and
 headers, the Content-Length or chunked body, keep-alive and pipelining, `Expect: 100-continue`, and writes
-every response. Its reading of a request is the only one: the event loop (`connections.py`) feeds bytes
-to `HttpProtocol` and acts on what `next()` returns, and the worker that answers (`transport.py`) gets the
-same parsed `Request`. What h11 cannot read, or what this server refuses, comes back as one `Refused` that
-is answered with a JSON error and the connection closed, so no byte of a request is read twice.
+every response. Its reading of a request is the only one: the event loop (`connections.py`) feeds bytes to
+`HttpProtocol` and acts on what `next()` returns (a head, each piece of a chunked body as it arrives, a whole
+request), and the worker that answers (`transport.py`) gets the same parsed `Request`. What h11 cannot read,
+or what this server refuses, comes back as one `Refused` that is answered with a JSON error and the connection
+closed, so no byte of a request is read twice.
 
-The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the
-body is read; from a chunked body as soon as it grows past the limit), a request with both
-Transfer-Encoding and Content-Length gets 400 (RFC 9112 section 6.1: framed either way, a smuggling
-risk), a request line and headers over `MAX_HEAD_BYTES` get 431, a body cut short by the client's close
-gets 400 naming how much arrived, and every other head or chunk h11 cannot read gets 400 with its reason.
+The rules kept here: a body over `max_request_bytes` gets 413 (from a declared Content-Length before the body
+is read; from a chunked body as soon as it grows past the limit), a request with both Transfer-Encoding and
+Content-Length gets 400 (RFC 9112 section 6.1: framed either way, a smuggling risk), a request line and
+headers over `MAX_HEAD_BYTES` get 431 (a chunk size line or trailers over it, 400), a body cut short by the
+client's close gets 400 naming how much arrived, and every other head or chunk h11 cannot read gets 400 with
+its reason.
 """
 
 import dataclasses
@@ -61,6 +63,13 @@ class Head:
 
 
 @dataclasses.dataclass(frozen=True)
+class Arrived:
+    """`size` more bytes of a chunked body are held: the loop counts them before it reads on."""
+
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Complete:
     request: Request
 
@@ -105,11 +114,17 @@ def _readable(reason: str) -> str:
     return re.sub(r"bytearray\((b(['\"]).*?\2)\)", r"\1", reason)[:300]
 
 
-def _unreadable(error: h11.RemoteProtocolError) -> Refused:
-    """What h11 could not read -> the answer."""
+def head_too_large() -> Refused:
+    return Refused(431, f"Request head too large: the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+
+
+def _unreadable(error: h11.RemoteProtocolError, head_read: bool) -> Refused:
+    """What h11 could not read (in the head, or in a body after `head_read`) -> the answer."""
     reason = _readable(str(error))
-    if error.error_status_hint == 431:
-        return Refused(431, f"Request head too large: the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+    if error.error_status_hint == 431:  # h11's buffer passed MAX_HEAD_BYTES while it waited for a line's end
+        if head_read:
+            return Refused(400, f"Bad chunked body: a chunk size line or the trailers exceed {MAX_HEAD_BYTES} bytes")
+        return head_too_large()
     if error.error_status_hint == 501:  # h11 gives 501 only for a Transfer-Encoding it does not read
         return Refused(400, f"Unsupported Transfer-Encoding ({reason}): send one 'Transfer-Encoding: chunked' "
                             f"or a Content-Length")
@@ -127,7 +142,8 @@ class HttpProtocol:
     by h11. Not thread-safe: the event loop and the worker use it in turn, never at once.
 
     Feed bytes with `receive` (b"" for the client's close), then call `next()` until it returns NEED_DATA,
-    CLOSED, a `Complete` request or a `Refused` one.
+    CLOSED, a `Complete` request or a `Refused` one. A chunked body's bytes are counted as they come: each
+    piece read is one `Arrived(size)`, so the caller can refuse a body before it is whole.
 
     Args:
       max_request_bytes: the largest body (413 beyond it).
@@ -145,6 +161,7 @@ class HttpProtocol:
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._limit = max_request_bytes
         self._closed = False
+        self._fed = 0  # bytes given to h11 since the current request began
         self._reset()
 
     def _reset(self) -> None:
@@ -169,30 +186,38 @@ class HttpProtocol:
     def receive(self, data: bytes) -> None:
         """Bytes from the client; b"": the client closed its side."""
         self._closed = self._closed or not data
+        self._fed += len(data)
         self._h11.receive_data(data)
 
     def next(self):
-        """-> NEED_DATA | CLOSED | Head | Complete | Refused: the next thing to act on."""
+        """-> NEED_DATA | CLOSED | Head | Arrived | Complete | Refused: the next thing to act on."""
         while True:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as e:
-                return self._truncated() if self._closed else _unreadable(e)
+                return self._truncated() if self._closed else _unreadable(e, self._head is not None)
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return NEED_DATA
             if isinstance(event, h11.ConnectionClosed):
                 return CLOSED
             if isinstance(event, h11.Request):
+                # h11 bounds a head only while it waits for its end: one that came whole in one read is measured
+                if self._fed - len(self._h11.trailing_data[0]) > MAX_HEAD_BYTES:
+                    return head_too_large()
                 return self._admit(event)
             if isinstance(event, h11.Data):
                 self._received += len(event.data)
                 if self._length is None and self._received > self._limit:
+                    self.discard()
                     return Refused(413, too_large(f"more than {self._limit}", self._limit))
                 self._chunks.append(event.data)
+                if self._length is None:  # a Content-Length body was counted whole from its head
+                    return Arrived(len(event.data))
             elif isinstance(event, h11.EndOfMessage):
-                head = self._head
+                head, body = self._head, b"".join(self._chunks)
+                self._chunks = []
                 return Complete(Request(head.method.decode("latin-1"), head.target.decode("latin-1"),
-                                        tuple(head.headers), b"".join(self._chunks)))
+                                        tuple(head.headers), body))
 
     def _admit(self, head: h11.Request) -> Head | Refused:
         self._head = head
@@ -206,6 +231,10 @@ class HttpProtocol:
         if self._length > self._limit:
             return Refused(413, too_large(str(self._length), self._limit))
         return Head(self._length)
+
+    def discard(self) -> None:
+        """Drops the body read so far (the request was refused, or its connection closed)."""
+        self._chunks = []
 
     def _truncated(self) -> Refused:
         """The client closed its side within a request."""
@@ -227,6 +256,7 @@ class HttpProtocol:
         sides' keep-alive), with the state reset for it."""
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
+            self._fed = len(self._h11.trailing_data[0])  # a pipelined request's bytes, already given
             self._reset()
             return True
         return False

@@ -12,10 +12,12 @@ ever see complete requests, and the limits both keep. h11 reads and writes HTTP 
 - Caps: at most `max_connections` open connections, and `max_connections_per_client` from one IP address;
   a connection over either gets 503 at once and is closed. Complete requests wait for a worker in a queue
   of at most `4 * num_threads`; past that, 503.
-- Memory: request bodies held or being served at once total at most `max_inflight_bytes` (a body's bytes
-  are reserved when its headers arrive, released when its answer is sent); a request that would go over
-  gets 503 at once. A body over `max_request_bytes` gets 413 from its headers, before it is read, and an
-  `Expect: 100-continue` request is answered 413 instead of `100 Continue`.
+- Memory: request bodies held or being served at once total at most `max_inflight_bytes` (a
+  Content-Length body's bytes are reserved when its headers arrive, a chunked body's as they arrive;
+  released when its answer is sent or its connection closes, mid-body too); a request that would go over
+  gets 503 at once and its connection is closed. A body over `max_request_bytes` gets 413 from its
+  headers, before it is read, and an `Expect: 100-continue` request is answered 413 instead of
+  `100 Continue`.
 - Framing: every request is read once, by h11; a head or chunk it cannot read, a request with both
   Transfer-Encoding and Content-Length, a body cut short get a JSON 400 and the connection is closed
   (`http_protocol.py`), so the bytes after such a request are never read as another one.
@@ -33,7 +35,7 @@ import socket
 import threading
 import zlib
 
-from serving.server.connections import Budget, Connection, Reactor
+from serving.server.connections import Budget, Connection, Reactor, release
 from serving.server.http_protocol import Request, error_payload, too_large
 
 log = logging.getLogger(__name__)
@@ -127,9 +129,8 @@ class RestHttpServer:
                 keep = self._answer(connection, request)
             except Exception:  # a client that vanished mid-answer; the next request is served as usual
                 log.debug("connection from %s ended with an error", connection.address, exc_info=True)
-            if connection.reserved:
-                self.budget.release(connection.reserved)
-                connection.reserved = 0
+            del item, request  # the body: freed before its memory is given back
+            release(self.budget, connection)
             if keep:
                 self.reactor.resume(connection)
             else:

@@ -5,22 +5,23 @@ h11's), and the answers it writes."""
 import h11
 import pytest
 
-from serving.server.http_protocol import (CLOSED, MAX_HEAD_BYTES, NEED_DATA, Complete, Head, HttpProtocol, Refused,
-                                          closing_answer)
+from serving.server.http_protocol import (CLOSED, MAX_HEAD_BYTES, NEED_DATA, Arrived, Complete, Head, HttpProtocol,
+                                          Refused, closing_answer)
 
 HEAD = b"POST /v1/models/text:predict HTTP/1.1\r\nHost: x\r\n"
 PREDICT = b'{"instances":["a"]}'
 
 
 def read(protocol: HttpProtocol, data: bytes, eof: bool = False) -> list:
-    """Feeds `data` (and the client's close) -> every outcome up to NEED_DATA / CLOSED / Complete / Refused."""
+    """Feeds `data` (and the client's close) -> every outcome up to NEED_DATA / CLOSED / Complete / Refused
+    (past a Head and each Arrived)."""
     protocol.receive(data)
     if eof:
         protocol.receive(b"")
     outcomes = []
     while True:
         outcomes.append(protocol.next())
-        if not isinstance(outcomes[-1], Head):
+        if not isinstance(outcomes[-1], (Head, Arrived)):
             return outcomes
 
 
@@ -56,17 +57,49 @@ def test_a_head_h11_cannot_read_is_refused_once(data, reason):
     (b"POST / HTTP/1.1\r\n\r\n", 400, "Bad request: Missing mandatory Host: header"),
     (HEAD + b"Content-Length: 5000\r\n\r\n", 413, "Request body of 5000 bytes exceeds the limit of 4096 bytes"),
     (HEAD + b"X: " + b"y" * MAX_HEAD_BYTES, 431, f"exceed {MAX_HEAD_BYTES} bytes"),
+    # issue 57: h11 bounds a head only while it waits for its end; a whole one in one read was accepted
+    (HEAD + b"".join(b"X-Header-%05d: v\r\n" % i for i in range(10_000)) + b"\r\n", 431,
+     f"exceed {MAX_HEAD_BYTES} bytes"),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2;x=" + b"y" * MAX_HEAD_BYTES, 400,
+     f"Bad chunked body: a chunk size line or the trailers exceed {MAX_HEAD_BYTES} bytes"),
+    (HEAD + b"Transfer-Encoding: chunked\r\n\r\n0\r\nX: " + b"y" * MAX_HEAD_BYTES, 400, "Bad chunked body"),
 ])
 def test_what_the_server_refuses(data, status, message):
     outcome = read(HttpProtocol(4096), data)[-1]
     assert isinstance(outcome, Refused) and outcome.status == status and message in outcome.message, outcome
 
 
+def test_a_head_is_measured_from_the_start_of_its_request():
+    """The largest head taken is MAX_HEAD_BYTES, whole in one read or in pieces, after a pipelined request too."""
+    head = HEAD + b"Content-Length: 0\r\n"
+    largest = head + b"X: " + b"y" * (MAX_HEAD_BYTES - len(head) - 7) + b"\r\n\r\n"
+    assert len(largest) == MAX_HEAD_BYTES and read(HttpProtocol(10), largest)[0] == Head(0)
+    assert read(HttpProtocol(10), largest.replace(b"X: ", b"X:  "))[0].status == 431
+    protocol = HttpProtocol(10)
+    assert isinstance(read(protocol, head + b"\r\n" + largest)[1], Complete)
+    protocol.response(200, b"{}", close=False)
+    assert protocol.start_next() and read(protocol, b"")[0] == Head(0)
+
+
 def test_a_chunked_body_over_the_limit_is_refused_as_it_grows():
     protocol = HttpProtocol(10)
-    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n") == [Head(None), NEED_DATA]
+    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n") == [
+        Head(None), Arrived(8), NEED_DATA]
     assert read(protocol, b"8\r\n12345678\r\n") == [
         Refused(413, "Request body of more than 10 bytes exceeds the limit of 10 bytes (--max_request_bytes)")]
+
+
+def test_each_piece_of_a_chunked_body_is_counted_as_it_arrives():
+    """Issue 57: the event loop reserves a chunked body's bytes from `Arrived` (a piece of a chunk counts
+    too), so a body held open mid-way counts; a Content-Length body was counted whole from its head."""
+    protocol = HttpProtocol(4096)
+    assert read(protocol, HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"in") == [
+        Head(None), Arrived(4), NEED_DATA]
+    outcomes = read(protocol, b"s\r\nE\r\ntances\":[\"a\"]}\r\n0\r\n\r\n")
+    assert outcomes[:2] == [Arrived(1), Arrived(14)] and outcomes[2].request.body == PREDICT
+    counted = HttpProtocol(4096)
+    outcomes = read(counted, HEAD + b"Content-Length: %d\r\n\r\n" % len(PREDICT) + PREDICT)
+    assert outcomes[0] == Head(len(PREDICT)) and isinstance(outcomes[1], Complete)
 
 
 @pytest.mark.parametrize("data, message", [

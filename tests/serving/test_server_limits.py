@@ -205,6 +205,52 @@ def test_connection_caps_refuse_at_once(base):
         ServerOptions(rest_api_max_connections=0)
 
 
+def test_the_connection_cap_in_all_refuses_at_once(base):
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_connections=2,
+                            rest_api_timeout_in_ms=120_000, rest_api_header_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        held = [socket.create_connection(("127.0.0.1", running.rest_port)) for _ in range(2)]
+        wait_until(lambda: running._http.reactor.open_connections == 2)
+        with socket.create_connection(("127.0.0.1", running.rest_port), timeout=WAIT_S) as late:
+            status, body = read_answer(late)
+        assert status == 503 and "at most 2 connections in all (--rest_api_max_connections)" in body["error"]
+        held.pop().close()
+        wait_until(lambda: running._http.reactor.open_connections == 1)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
+        held[0].close()
+
+
+LENGTH_OF_A = b'{"signature_name":"length","instances":["a"]}'
+
+
+def test_a_full_queue_is_answered_503_and_the_queued_are_served(base):
+    """One worker held by a client that does not read an 8 MB answer; four whole requests fill the queue
+    (4 x --rest_api_num_threads); a fifth gets 503 at once. Once that client goes, the four are served."""
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_num_threads=1,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        blocker = socket.socket()
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        blocker.connect(("127.0.0.1", running.rest_port))
+        blocker.sendall(post("/v1/models/text:predict", json.dumps({"instances": ["x" * 8_000_000]}).encode()))
+        http_server = running._http  # the blocker read whole, handed on, and taken by the worker:
+        wait_until(lambda: http_server.budget.used > 0 and not http_server.reactor._watched
+                   and http_server._requests.qsize() == 0)
+        queued = []
+        for _ in range(4):
+            queued.append(socket.create_connection(("127.0.0.1", running.rest_port), timeout=WAIT_S))
+            queued[-1].sendall(post("/v1/models/text:predict", LENGTH_OF_A,
+                                    f"Content-Length: {len(LENGTH_OF_A)}\r\nConnection: close\r\n"))
+        wait_until(lambda: running._http._requests.qsize() == 4)
+        status, body = raw(running, post("/v1/models/text:predict", b'{"instances":["a"]}'))
+        assert status == 503 and body == {"error": "Server busy: every worker and queued place is taken; try again"}
+        blocker.close()
+        for sock in queued:
+            assert read_answer(sock) == (200, {"predictions": [1]})
+            sock.close()
+
+
 def wait_until(condition, seconds: float = WAIT_S) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -251,6 +297,37 @@ def test_bodies_in_flight_are_bounded(base):
         assert status == 503 and "--rest_api_max_inflight_bytes" in body["error"]
         holder.close()
         wait_until(lambda: running._http.budget.used == 0)
+        assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
+            "predictions": [1]}
+
+
+def chunked_head(port: int, body: bytes) -> socket.socket:
+    """A connection that sends a chunked predict's head and one chunk of `body`, and keeps its side open."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    sock.sendall(post("/v1/models/text:predict", b"%x\r\n" % len(body) + body + b"\r\n",
+                      "Transfer-Encoding: chunked\r\n"))
+    return sock
+
+
+def test_chunked_bodies_count_against_the_budget_from_their_first_byte(base):
+    """Issue 57: a chunked body was reserved only once whole, so bodies in transit counted nowhere (ten held
+    open mid-body took 4.5x the budget). Now each piece is reserved as it arrives: the connection whose piece
+    passes the budget gets 503 and is closed, and closing the others mid-body gives their bytes back."""
+    options = ServerOptions(rest_api_port=0, file_system_poll_wait_seconds=0, rest_api_max_inflight_bytes=100_000,
+                            rest_api_timeout_in_ms=120_000)
+    with ModelServer([ModelEntry("text", str(base / "text"))], options) as running:
+        budget, held = running._http.budget, []
+        for count in (1, 2):
+            held.append(chunked_head(running.rest_port, b"x" * 40_000))
+            wait_until(lambda: budget.used == 40_000 * count)
+        with chunked_head(running.rest_port, b"x" * 40_000) as over:
+            status, body = read_answer(over)
+        assert status == 503 and body["error"].startswith("Server busy") and \
+            "(--rest_api_max_inflight_bytes)" in body["error"], body
+        assert budget.used == 80_000
+        for sock in held:
+            sock.close()
+        wait_until(lambda: budget.used == 0 and running._http.reactor.open_connections == 0)
         assert RestClient(running.url).predict("text", instances=["a"], signature_name="length") == {
             "predictions": [1]}
 
