@@ -84,20 +84,53 @@ def pytest_runtest_makereport(item, call):
                            f"cheaper, or give it @pytest.mark.budget(seconds, reason)")
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    """With `--durations=N`: the N tests (0: all) that used the most CPU, with their wall time (from the
-    teardown reports, which xdist brings from its workers)."""
-    count = config.option.durations
-    rows = sorted(((f["cpu_seconds"], f["wall_seconds"], report.nodeid)
+# The whole suite's CPU budget (`make test`, scaled by TEST_BUDGET_SCALE like every test's): the sum of the
+# tests' own figures. Over it, the summary says so in a line of its own, but the run does not fail: the
+# total moves with the machine (another CPU model, other jobs on the same cores) by more than any one test's
+# share, and each test is held to its own budget already. The summary compares the total with the budget only
+# for a whole run (no file, `-k` or `-m` selection).
+SUITE_BUDGET_S = 1800.0
+
+
+def _cpu_rows(terminalreporter) -> list[tuple[float, float, str]]:
+    """(CPU-seconds, wall seconds, node id) of every test, most CPU first (from the teardown reports, which
+    xdist brings from its workers)."""
+    return sorted(((f["cpu_seconds"], f["wall_seconds"], report.nodeid)
                    for reports in terminalreporter.stats.values() for report in reports
                    if getattr(report, "when", None) == "teardown"
                    for f in [dict(getattr(report, "user_properties", ()))] if "cpu_seconds" in f), reverse=True)
-    if count is None or not rows:
+
+
+def _whole_suite(terminalreporter, config) -> bool:
+    """Whether this run is the whole suite: the `testpaths` of pytest.ini, nothing deselected."""
+    return (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not terminalreporter.stats.get("deselected")
+            and not config.option.keyword and not config.option.markexpr)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own lists: the total is the summary's last line before the outcome
+def pytest_terminal_summary(terminalreporter, config):
+    """The N tests (`--durations=N`; 0: all) that used the most CPU, with their wall time; then the run's total
+    CPU-seconds, against `SUITE_BUDGET_S` when the run is the whole suite."""
+    rows = _cpu_rows(terminalreporter)
+    if not rows:
         return
-    terminalreporter.write_sep("=", f"{count or 'all'} tests using the most CPU (setup, call and teardown, with "
-                                    f"the processes they started; budgets: tests/conftest.py)")
-    for cpu, wall, nodeid in rows[:count or None]:
-        terminalreporter.write_line(f"{cpu:8.2f} CPU-s {wall:8.2f} s wall  {nodeid}")
+    count = config.option.durations
+    if count is not None:
+        terminalreporter.write_sep("=", f"{count or 'all'} tests using the most CPU (setup, call and teardown, "
+                                        f"with the processes they started; budgets: tests/conftest.py)")
+        for cpu, wall, nodeid in rows[:count or None]:
+            terminalreporter.write_line(f"{cpu:8.2f} CPU-s {wall:8.2f} s wall  {nodeid}")
+    total = sum(cpu for cpu, _, _ in rows)
+    line = f"CPU: {len(rows)} test{'s' if len(rows) != 1 else ''} used {total:,.0f} CPU-seconds"
+    budget = SUITE_BUDGET_S * float(os.environ.get("TEST_BUDGET_SCALE") or 1.0)
+    if not _whole_suite(terminalreporter, config):
+        terminalreporter.write_line(f"{line} (the suite's budget of {budget:,.0f} is for a whole run)")
+    elif total <= budget:
+        terminalreporter.write_line(f"{line}, within the suite's budget of {budget:,.0f}", green=True)
+    else:
+        terminalreporter.write_line(f"{line}: OVER the suite's budget of {budget:,.0f} by {total - budget:,.0f} "
+                                    f"(tests/conftest.py SUITE_BUDGET_S; the costliest tests are listed above)",
+                                    red=True, bold=True)
 
 
 # Fixtures that train or export models, start Beam jobs or servers: a test that asks for one is in the slow

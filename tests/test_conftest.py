@@ -1,5 +1,6 @@
 """The hooks of tests/conftest.py: the `shared_data` marker (skip with the missing paths as the reason, or fail
-under REQUIRE_SHARED_DATA=1) and the per-test time budget; run on this very test's item or in a pytester run."""
+under REQUIRE_SHARED_DATA=1), the per-test CPU budget and the suite's CPU total; run on this very test's item or in a
+pytester run."""
 
 import subprocess
 import sys
@@ -156,3 +157,41 @@ def test_a_test_over_its_cpu_budget_errors_at_teardown_and_waiting_does_not_coun
                                      f"setup, call and teardown; * s wall), over the default 120 CPU-s (x0.002)*"])
     result.stdout.fnmatch_lines(["*4 tests using the most CPU*", "* CPU-s * s wall  test_inner.py::test_*"])
     assert "test_sleeps_while_the_machine_is_busy used" not in result.stdout.str()
+
+
+SUITE_TESTS = """
+    import time
+
+    def burn():
+        end = time.process_time() + 0.1
+        while time.process_time() < end:
+            pass
+
+    def test_one():
+        burn()
+
+    def test_two():
+        burn()
+"""
+
+
+@pytest.mark.parametrize("budget, args, said", [
+    (1000, [], "CPU: 2 tests used * CPU-seconds, within the suite's budget of 1,000"),
+    (0.1, [], "CPU: 2 tests used * CPU-seconds: OVER the suite's budget of 0 by 0 (tests/conftest.py "
+              "SUITE_BUDGET_S; the costliest tests are listed above)"),
+    (0.1, ["-k", "one"], "CPU: 1 test used * CPU-seconds (the suite's budget of 0 is for a whole run)"),
+], ids=["within", "over", "a-selection"])
+def test_the_summary_gives_the_suites_cpu_against_its_budget_on_a_whole_run(pytester, monkeypatch, budget, args,
+                                                                             said):
+    """The last line before pytest's own: the tests' CPU-seconds added up, against `SUITE_BUDGET_S` only when
+    the run is the whole suite (pytest.ini's `testpaths`, nothing deselected); over it, the run still passes."""
+    pytester.makeconftest("import tests.conftest as suite\n"
+                          "from tests.conftest import pytest_runtest_protocol, pytest_runtest_makereport, "
+                          f"pytest_terminal_summary  # noqa: F401\nsuite.SUITE_BUDGET_S = {budget}\n")
+    pytester.makeini("[pytest]\ntestpaths = test_suite.py\n")
+    pytester.makepyfile(test_suite=textwrap.dedent(SUITE_TESTS))
+    monkeypatch.setenv("PYTHONPATH", conftest.ROOT)
+    monkeypatch.delenv("TEST_BUDGET_SCALE", raising=False)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=120)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([said])

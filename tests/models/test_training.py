@@ -110,30 +110,23 @@ def test_train_only_updates_the_named_heads_and_leaves_the_encoder_frozen(data, 
         _trainer("bert", data, str(tmp_path / "bad"), train_only=("encoder_head",))
 
 
-TRAIN_S = 600  # one `python -m` training run of 30 tiny steps on a loaded machine: bounds a hang only
+TRAIN_S = 600  # one `python -m` training run of 12 tiny steps on a loaded machine: bounds a hang only
 TRAIN_ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+STEPS, CHECKPOINT_EVERY = 12, 4
 
 
-def _train_args(data, model_dir, steps):
+def _train_args(data, model_dir):
     return ["--model", "bert", "--preset", "bert_tiny", "--train_data", data["bert"], "--model_dir", model_dir,
-            "--set", f"train_steps={steps}", "--set", "warmup_steps=2", "--set", "log_every=1",
-            "--set", "checkpoint_every=5", "--set", "batch_size=8", "--set", "steps_per_execution=1",
+            "--set", f"train_steps={STEPS}", "--set", "warmup_steps=2", "--set", "log_every=1",
+            "--set", f"checkpoint_every={CHECKPOINT_EVERY}", "--set", "batch_size=8", "--set", "steps_per_execution=1",
             "--set", "learning_rate=1e-3", "--set", "jit_compile=false"]  # XLA: test_each_model_trains_under_xla
 
 
-def _run_train(data, model_dir, steps):
-    run = subprocess.run([sys.executable, "-m", "models.training.train", *_train_args(data, model_dir, steps)],
-                         cwd=ROOT, env=TRAIN_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         timeout=TRAIN_S)
-    assert run.returncode == 0, run.stdout[-3000:]
-    return run.stdout
-
-
-def _start_paused(data, model_dir, steps, pause_step):
+def _start_paused(data, model_dir, pause_step):
     """A training run that has logged `pause_step` and waits (tests.fixtures.paused_training) until a line
     arrives on its stdin: killed or signalled then, it stops at that step however fast or slow the machine."""
     process = subprocess.Popen([sys.executable, "-m", "tests.fixtures.paused_training", str(pause_step),
-                                *_train_args(data, model_dir, steps)], cwd=ROOT, env=TRAIN_ENV,
+                                *_train_args(data, model_dir)], cwd=ROOT, env=TRAIN_ENV,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
     while line := process.stdout.readline():
@@ -145,18 +138,20 @@ def _start_paused(data, model_dir, steps, pause_step):
 
 @pytest.mark.slow
 def test_killed_and_preempted_runs_resume_to_the_uninterrupted_losses(data, tmp_path):
+    """The two runs that are stopped are processes of their own (SIGKILL, then SIGTERM); the uninterrupted run
+    and the last resumption run the CLI's `main` in this process, as `python -m` would."""
     reference = str(tmp_path / "reference")
-    _run_train(data, reference, 30)
+    assert train.main(_train_args(data, reference)) == 0
     expected = _history(reference)
 
     resumed = str(tmp_path / "resumed")
-    process = _start_paused(data, resumed, 30, pause_step=12)
-    process.kill()  # SIGKILL: no chance to save; steps 11 and 12 are lost
+    process = _start_paused(data, resumed, pause_step=6)
+    process.kill()  # SIGKILL: no chance to save; steps 5 and 6 are lost
     process.wait()
     process.stdin.close()
     process.stdout.close()
-    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-10")
-    process = _start_paused(data, resumed, 30, pause_step=23)  # resumes from ckpt-10
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
+    process = _start_paused(data, resumed, pause_step=10)  # resumes from ckpt-4
     process.send_signal(signal.SIGTERM)  # preemption: saves where it is and exits 128 + 15
     process.stdin.write("go on\n")
     process.stdin.close()
@@ -164,12 +159,12 @@ def test_killed_and_preempted_runs_resume_to_the_uninterrupted_losses(data, tmp_
     process.stdout.close()
     assert process.wait(timeout=TRAIN_S) == 128 + signal.SIGTERM and "stopped by signal" in out, out[-3000:]
     assert json.loads(out.strip().splitlines()[-1])["stopped_by_signal"] == signal.SIGTERM
-    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-23")
-    _run_train(data, resumed, 30)
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-10")
+    assert train.main(_train_args(data, resumed)) == 0
 
     got = _history(resumed)
-    assert sorted(got) == sorted(expected) == list(range(1, 31))
-    for step in range(1, 31):
+    assert sorted(got) == sorted(expected) == list(range(1, STEPS + 1))
+    for step in range(1, STEPS + 1):
         for key in ("mlm_loss", "nsp_loss", "mlm_accuracy"):
             assert got[step][key] == pytest.approx(expected[step][key], rel=1e-5, abs=1e-6), (step, key)
 
