@@ -75,7 +75,7 @@ def test_cleaning_flags_and_folders_are_checked_before_any_work(corpus, tmp_path
     cases = [
         (["--input", a, "--output_dir", str(corpus), "--overwrite"], f"--output_dir {corpus} is the folder of the "
                                                                       f"input file {a}"),
-        (["--input", str(corpus / "**"), "--output_dir", str(corpus / "sub")], "lies where the input pattern reaches"),
+        (["--input", str(corpus / "**"), "--output_dir", str(corpus / "sub")], "the job would write where it reads"),
         (["--input", a, "--output_dir", str(tmp_path / "o"), "--decontaminate", str(corpus / "*.txt")],
          f"--decontaminate {corpus / '*.txt'} matches the --input file {a}"),
         (["--input", a, "--output_dir", str(tmp_path / "o"), "--decontaminate", str(corpus)],
@@ -106,7 +106,8 @@ def test_cleaning_flags_and_folders_are_checked_before_any_work(corpus, tmp_path
     assert "matches the --input file" in one_error_line(capsys)
     assert not out.parent.exists() or os.listdir(out.parent) == []  # no .cleaning.json / .md left behind
     assert vocab_job.main(["--input", str(corpus / "*"), "--output", str(corpus / "vocab.txt"), *FN_API]) == 2
-    assert f"--input pattern '{corpus / '*'}' matches {corpus / 'vocab.txt'}" in one_error_line(capsys)
+    said = f"--output {corpus / 'vocab.txt'} matches --input {corpus / '*'}: the job would write where it reads"
+    assert said in one_error_line(capsys)  # the job object refuses it when built (commands.job_fields)
 
 
 def test_pretraining_data_keeps_the_same_contract(corpus, bert_vocab_path, tmp_path, capsys):
